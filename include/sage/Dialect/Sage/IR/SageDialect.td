@@ -1,0 +1,57 @@
+//===- SageDialect.td - the sage dialect definition ---------*- tablegen -*-===//
+//
+// The sage dialect: tile-level ops for low-bit (SageBwd) attention kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SAGE_DIALECT_SAGE_IR_SAGEDIALECT_TD
+#define SAGE_DIALECT_SAGE_IR_SAGEDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Sage_Dialect : Dialect {
+  let name = "sage";
+  let cppNamespace = "::mlir::sage";
+  let summary = "Tile-level ops for trainable low-bit attention kernels";
+  let description = [{
+    A `sage` kernel is a `func.func` marked `sage.kernel` that describes one
+    program instance (one CTA), in the style of Triton. Values are *tiles*:
+    statically shaped, rank-2 `tensor`s held by the program. Elementwise math
+    on tiles uses upstream `arith` and `math`; loops use `scf`.
+
+    The dialect adds what attention kernels need and upstream lacks: block
+    loads and stores with bounds (masking of sequence tails), reductions and
+    broadcasts that keep the rank, program ids, and the SageBwd building
+    blocks: `sage.smooth`, `sage.quantize` / `sage.dequantize` parameterised
+    by a quantization scheme attribute, the quantized matmul `sage.qmatmul`
+    (i8 x i8 -> i32 scaled to f32), the 16-bit matmul `sage.matmul` and the
+    online-softmax step `sage.softmax_update`.
+
+    Row statistics (running max, running sum, per-row scales) are `Mx1` tiles
+    and per-column ones `1xN`, so every value keeps rank 2 and broadcasting
+    is always explicit (`sage.broadcast`).
+
+    Discardable attributes understood by the dialect:
+    - `sage.kernel` (unit, on `func.func`): the function is a kernel entry;
+      it must return nothing.
+    - `sage.target` (string, on `builtin.module`): the GPU architecture,
+      one of `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`.
+    - `sage.num_warps` (integer, on `builtin.module`): warps per program, a
+      power of two from 1 to 16.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let extraClassDeclaration = [{
+    // Defined next to the storage classes they need (SageTypes/SageAttrs.cpp).
+    void registerTypes();
+    void registerAttributes();
+
+    static constexpr ::llvm::StringLiteral kKernelAttrName = "sage.kernel";
+    static constexpr ::llvm::StringLiteral kTargetAttrName = "sage.target";
+    static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
+  }];
+}
+
+#endif // SAGE_DIALECT_SAGE_IR_SAGEDIALECT_TD

@@ -1,0 +1,51 @@
+//===- SageInterfaces.td - quantization scheme interface ----*- tablegen -*-===//
+
+#ifndef SAGE_DIALECT_SAGE_IR_SAGEINTERFACES_TD
+#define SAGE_DIALECT_SAGE_IR_SAGEINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Sage_QuantSchemeAttrInterface : AttrInterface<"QuantSchemeAttrInterface"> {
+  let cppNamespace = "::mlir::sage";
+  let description = [{
+    A quantization scheme: how a floating-point tile becomes low-bit storage
+    values plus f32 scales. `sage.quantize`, `sage.dequantize` and their
+    verifiers only talk to a scheme through this interface, so a new scheme
+    (FP8, INT4, microscaling, ...) is a new attribute implementing it, not an
+    edit of the ops.
+
+    A scheme splits a tile into equal *granules* (rectangular blocks of
+    elements that share one scale). The scale tile has, per dimension,
+    `tile_dim / granule_dim` entries.
+  }];
+  let methods = [
+    InterfaceMethod<"The element type of the quantized values.",
+      "::mlir::Type", "getStorageType", (ins "::mlir::MLIRContext *":$ctx)>,
+    InterfaceMethod<[{The largest magnitude a quantized value may take; the
+      scale of a granule is absmax / getQuantMax().}],
+      "double", "getQuantMax">,
+    InterfaceMethod<"How values are rounded to the storage type.",
+      "::mlir::sage::RoundingMode", "getRoundingMode">,
+    InterfaceMethod<[{The shape of one granule for a tile of `tileShape`; every
+      entry divides the tile's dimension.}],
+      "::llvm::SmallVector<int64_t>", "getGranuleShape",
+      (ins "::llvm::ArrayRef<int64_t>":$tileShape)>,
+    InterfaceMethod<[{Checks that tiles of element type `elementType` can be
+      quantized with this scheme.}],
+      "::llvm::LogicalResult", "verifyInputType",
+      (ins "::mlir::Type":$elementType,
+           "::llvm::function_ref<::mlir::InFlightDiagnostic()>":$emitError)>,
+  ];
+  let extraSharedClassDeclaration = [{
+    /// The shape of the scale tile for a tile of `tileShape`.
+    ::llvm::SmallVector<int64_t> getScaleShape(::llvm::ArrayRef<int64_t> tileShape) const {
+      ::llvm::SmallVector<int64_t> granule = $_attr.getGranuleShape(tileShape);
+      ::llvm::SmallVector<int64_t> shape;
+      for (auto [dim, g] : ::llvm::zip_equal(tileShape, granule))
+        shape.push_back(dim / g);
+      return shape;
+    }
+  }];
+}
+
+#endif // SAGE_DIALECT_SAGE_IR_SAGEINTERFACES_TD

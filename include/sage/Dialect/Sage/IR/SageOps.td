@@ -1,0 +1,326 @@
+//===- SageOps.td - sage operations -------------------------*- tablegen -*-===//
+
+#ifndef SAGE_DIALECT_SAGE_IR_SAGEOPS_TD
+#define SAGE_DIALECT_SAGE_IR_SAGEOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "sage/Dialect/Sage/IR/SageAttrs.td"
+include "sage/Dialect/Sage/IR/SageTypes.td"
+
+class Sage_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Sage_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Program structure
+//===----------------------------------------------------------------------===//
+
+def Sage_ProgramIdOp : Sage_Op<"program_id", [Pure]> {
+  let summary = "index of this program along a launch-grid axis";
+  let description = [{
+    `sage.program_id 0` is the index (from 0) of the running program along
+    grid axis 0; axes are 0, 1 and 2.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict";
+}
+
+def Sage_NumProgramsOp : Sage_Op<"num_programs", [Pure]> {
+  let summary = "number of programs along a launch-grid axis";
+  let hasVerifier = 1;
+  let arguments = (ins ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def Sage_AddPtrOp : Sage_Op<"addptr", [Pure, AllTypesMatch<["ptr", "result"]>]> {
+  let summary = "advance a pointer by a number of elements";
+  let arguments = (ins Sage_PtrType:$ptr, I64:$offset);
+  let results = (outs Sage_PtrType:$result);
+  let assemblyFormat = "$ptr `,` $offset attr-dict `:` qualified(type($ptr))";
+}
+
+def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
+                                   MemoryEffects<[MemRead]>]> {
+  let summary = "load a tile from a strided 2-D view, padding out-of-bounds";
+  let description = [{
+    Reads element `(i, j)` of the result from
+    `ptr + (offsets[0] + i) * strides[0] + (offsets[1] + j) * strides[1]`
+    when `0 <= offsets[d] + idx[d] < bounds[d]` for both dimensions, and
+    yields 0 otherwise (sequence tails are masked this way). All offsets,
+    strides and bounds count elements.
+
+    ```mlir
+    %t = sage.load %q[%row, %c0] strides [%ld, %c1] bounds [%n, %d]
+        : !sage.ptr<f16> -> tensor<64x128xf16>
+    ```
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
+                   Variadic<I64>:$strides, Variadic<I64>:$bounds);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
+    attr-dict `:` qualified(type($ptr)) `->` type($result)
+  }];
+}
+
+def Sage_StoreOp : Sage_Op<"store", [AttrSizedOperandSegments,
+                                     MemoryEffects<[MemWrite]>]> {
+  let summary = "store a tile to a strided 2-D view, skipping out-of-bounds";
+  let description = [{
+    Writes the elements of `value` that are in bounds (same addressing and
+    bounds rule as `sage.load`); the others are dropped. With `atomic_add`
+    each element is added atomically to memory instead (f32 only), which is
+    how programs that share an output (dQ in the backward) combine results.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_AnyTile:$value, Sage_PtrType:$ptr,
+                   Variadic<I64>:$offsets, Variadic<I64>:$strides,
+                   Variadic<I64>:$bounds, UnitAttr:$atomic_add);
+  let assemblyFormat = [{
+    (`atomic_add` $atomic_add^)? $value `,` $ptr `[` $offsets `]`
+    `strides` `[` $strides `]` `bounds` `[` $bounds `]`
+    attr-dict `:` type($value) `,` qualified(type($ptr))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Tile construction, broadcasting, reductions
+//===----------------------------------------------------------------------===//
+
+def Sage_SplatOp : Sage_Op<"splat", [Pure]> {
+  let summary = "a tile with every element equal to a scalar";
+  let hasVerifier = 1;
+  let arguments = (ins Sage_Scalar:$value);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value) `->` type($result)";
+}
+
+def Sage_IotaOp : Sage_Op<"iota", [Pure]> {
+  let summary = "a tile holding each element's index along one axis";
+  let description = [{
+    `%r = sage.iota 0 : tensor<64x1xi32>` gives `r[i][j] = i`; axis 1 gives
+    `j`. Used with `arith.cmpi` and `arith.select` to build masks (causal
+    masking, key tails).
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+  let results = (outs Sage_I32Tile:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Sage_BroadcastOp : Sage_Op<"broadcast", [Pure]> {
+  let summary = "expand dimensions of size 1";
+  let description = [{
+    Every dimension of the result equals the source's, or the source has size
+    1 there and its values are repeated.
+    `sage.broadcast %m : tensor<64x1xf32> -> tensor<64x128xf32>`.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_AnyTile:$source);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+}
+
+def Sage_ReduceOp : Sage_Op<"reduce", [Pure]> {
+  let summary = "reduce a tile along one axis, keeping the axis with size 1";
+  let description = [{
+    `sum`, `max`, `min` or `absmax` (max of |x|) along `axis`. The result has
+    the input's element type and shape, with the reduced axis of size 1.
+    Sums of f16/bf16 accumulate in f32 and are rounded once; the order of a
+    floating-point sum is unspecified. `max`/`min` of a set holding NaN give
+    NaN.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_ReduceKind:$kind, Sage_AnyTile:$input,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = [{
+    $kind $input `axis` $axis attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// SageBwd building blocks
+//===----------------------------------------------------------------------===//
+
+def Sage_SmoothOp : Sage_Op<"smooth", [Pure]> {
+  let summary = "subtract the mean over the token axis";
+  let description = [{
+    Returns `x - mean` and `mean`, where `mean` is the f32 average of the
+    tile along `axis` (the token axis: 0 when rows are tokens) and has that
+    axis of size 1. Both results are f32. This is K-smoothing (SageAttention)
+    and Q-smoothing (SageAttention2) on one tile; a mean over a whole
+    sequence is a `sage.reduce sum` over its tiles divided by its length.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_FloatTile:$input, ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+  let results = (outs Sage_F32Tile:$smoothed, Sage_F32Tile:$mean);
+  let assemblyFormat = [{
+    $input `axis` $axis attr-dict `:` type($input) `->` type($smoothed) `,`
+    type($mean)
+  }];
+}
+
+def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
+  let summary = "quantize a tile with a scheme; returns values and scales";
+  let description = [{
+    Splits the tile into the scheme's granules and, for each granule with
+    `Q = scheme.getQuantMax()` (127 for INT8):
+
+    ```
+    absmax = max |x|                          (exact)
+    scale  = absmax / Q                       (f32, round to nearest)
+    inv    = scale == 0 ? 0 : 1 / scale       (f32, round to nearest)
+    q      = clamp(round(x * inv), -Q, Q)     (product in f32; round per scheme)
+    ```
+
+    With the optional `scale` operand the given scales are used instead of
+    computing them (the forward's P~ takes its per-row scale from the online
+    softmax maxima, with no extra reduction); the `scales` result is then
+    that operand.
+
+    An all-zero granule (or one holding only -0.0) gives scale 0 and all
+    q = 0: no division by zero, no NaN, and dequantization returns zeros.
+    A granule holding NaN or infinity gets a NaN or infinite scale, so the
+    problem stays visible; its q values are unspecified.
+  }];
+  let hasVerifier = 1;
+  // The scheme decides which float types it accepts.
+  let arguments = (ins Sage_AnyFloatTile:$input,
+                   Sage_QuantSchemeAttrInterface:$scheme,
+                   Optional<Sage_F32Tile>:$scale);
+  let results = (outs Sage_QuantizedTile:$output, Sage_F32Tile:$scales);
+  let assemblyFormat = [{
+    $scheme $input (`scale` $scale^)? attr-dict `:` type($input)
+    (`,` type($scale)^)? `->` type($output) `,` type($scales)
+  }];
+}
+
+def Sage_DequantizeOp : Sage_Op<"dequantize", [Pure]> {
+  let summary = "multiply quantized values by their scales";
+  let description = [{
+    `x[i][j] = f32(q[i][j]) * scale[granule(i, j)]`, in f32.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_QuantizedTile:$input, Sage_F32Tile:$scales,
+                   Sage_QuantSchemeAttrInterface:$scheme);
+  let results = (outs Sage_F32Tile:$output);
+  let assemblyFormat = [{
+    $scheme $input `,` $scales attr-dict `:` type($input) `,` type($scales)
+    `->` type($output)
+  }];
+}
+
+class Sage_MatmulBase<string mnemonic, list<Trait> traits = []>
+    : Sage_Op<mnemonic, !listconcat(traits, [Pure,
+        OptionalTypesMatchWith<"accumulator type matches result", "result",
+                               "acc", "$_self">])> {
+  let hasVerifier = 1;
+  code extraMatmulDecl = [{
+    /// Size of the contracted dimension.
+    int64_t getContractionSize() {
+      return getLhs().getType().getDimSize(getLhsContractDim());
+    }
+  }];
+}
+
+def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
+  let summary = "quantized matmul: i8 x i8 -> i32, scaled to f32";
+  let description = [{
+    Contracts `lhs` over dimension `lhs_contract` with `rhs` over
+    `rhs_contract`; the result is `M x N` where `M` is the other dimension of
+    `lhs` and `N` the other of `rhs`. So `contract(1, 1)` is `lhs * rhs^T`
+    (S = Q K^T), `contract(0, 0)` is `lhs^T * rhs` (dV = P^T dO, dK = dS^T Q)
+    and `contract(1, 0)` is `lhs * rhs` (dQ = dS K).
+
+    ```
+    dot[m][n]    = sum_k lhs[m,k] * rhs[n,k]         (exact, int32)
+    result[m][n] = acc[m][n] + f32(dot) * (lhs_scale[m] * rhs_scale[n])
+    ```
+
+    Each scale tile has its operand's rank and is either a single value or
+    one value per row of the non-contracted dimension; along the contracted
+    dimension it must have size 1, because a scale that varies along the
+    contraction cannot be factored out of the integer product. The
+    contraction may have at most 131072 elements so that the int32
+    accumulator cannot overflow (127 * 127 * 131072 < 2^31).
+  }];
+  let arguments = (ins Sage_I8Tile:$lhs, Sage_F32Tile:$lhs_scale,
+                   Sage_I8Tile:$rhs, Sage_F32Tile:$rhs_scale,
+                   Optional<Sage_F32Tile>:$acc,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+  let results = (outs Sage_F32Tile:$result);
+  let assemblyFormat = [{
+    $lhs `[` $lhs_scale `]` `,` $rhs `[` $rhs_scale `]` (`acc` $acc^)?
+    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)` attr-dict `:`
+    type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
+    `->` type($result)
+  }];
+  let extraClassDeclaration = extraMatmulDecl;
+}
+
+def Sage_MatmulOp : Sage_MatmulBase<"matmul"> {
+  let summary = "16-bit matmul with f32 accumulation (dP = dO V^T)";
+  let description = [{
+    f16 x f16 or bf16 x bf16, products and sums in f32, contraction as in
+    `sage.qmatmul`: `result = acc + sum_k f32(lhs) * f32(rhs)`. SageBwd keeps
+    exactly one of its seven matmuls in 16 bits: dP = dO V^T.
+  }];
+  let arguments = (ins Sage_Half16Tile:$lhs, Sage_Half16Tile:$rhs,
+                   Optional<Sage_F32Tile>:$acc,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+  let results = (outs Sage_F32Tile:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`acc` $acc^)?
+    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)` attr-dict `:`
+    type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let extraClassDeclaration = extraMatmulDecl;
+}
+
+def Sage_SoftmaxUpdateOp : Sage_Op<"softmax_update", [Pure,
+    AllTypesMatch<["logits", "p"]>,
+    AllTypesMatch<["row_max", "row_sum", "new_max", "new_sum", "alpha",
+                   "p_max"]>]> {
+  let summary = "one online-softmax step in the exp2 domain";
+  let description = [{
+    For logits `s` (`M x N`, f32) and running row statistics `m`, `l`
+    (`M x 1`), with `t = s * scale` (log2 units: the softmax scale and
+    log2(e) are folded into `scale` or into Q beforehand):
+
+    ```
+    rowmax  = max_j t[:, j]
+    new_max = max(m, rowmax)
+    base    = new_max == -inf ? 0 : new_max       (fully masked rows)
+    alpha   = exp2(m - base)                      (rescales l and O)
+    p       = exp2(t - base)
+    new_sum = alpha * l + sum_j p[:, j]
+    p_max   = exp2(rowmax - base)                 (= max_j p: P's per-row scale * 127)
+    ```
+
+    A row whose logits so far are all -inf keeps `new_max = -inf`, `p = 0`,
+    `alpha = 0`, `new_sum = 0`, `p_max = 0`: no NaN.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_F32Tile:$logits, Sage_F32Tile:$row_max,
+                   Sage_F32Tile:$row_sum, DefaultValuedAttr<F32Attr, "1.0">:$scale);
+  let results = (outs Sage_F32Tile:$p, Sage_F32Tile:$new_max,
+                  Sage_F32Tile:$new_sum, Sage_F32Tile:$alpha,
+                  Sage_F32Tile:$p_max);
+  let assemblyFormat = [{
+    $logits `,` $row_max `,` $row_sum (`scale` $scale^)? attr-dict `:`
+    type($logits) `,` type($row_max)
+  }];
+}
+
+#endif // SAGE_DIALECT_SAGE_IR_SAGEOPS_TD

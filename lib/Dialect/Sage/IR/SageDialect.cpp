@@ -1,0 +1,63 @@
+//===- SageDialect.cpp - dialect registration and attribute checks --------===//
+
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+#include "sage/Dialect/Sage/IR/SageDialect.cpp.inc"
+
+void SageDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "sage/Dialect/Sage/IR/SageOps.cpp.inc"
+      >();
+  registerTypes();
+  registerAttributes();
+}
+
+static bool isKnownTarget(StringRef arch) {
+  return llvm::StringSwitch<bool>(arch)
+      .Cases({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}, true)
+      .Default(false);
+}
+
+LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kKernelAttrName) {
+    auto func = dyn_cast<func::FuncOp>(op);
+    if (!func)
+      return op->emitError() << "'" << name << "' applies to func.func only";
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    if (func.getNumResults() != 0)
+      return op->emitError() << "a sage kernel must not return values";
+    return success();
+  }
+  if (name == kTargetAttrName) {
+    auto arch = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' applies to modules only";
+    if (!arch || !isKnownTarget(arch.getValue()))
+      return op->emitError()
+             << "'" << name
+             << "' must be one of \"sm_80\", \"sm_86\", \"sm_89\", \"sm_90\", "
+                "\"sm_90a\"";
+    return success();
+  }
+  if (name == kNumWarpsAttrName) {
+    auto warps = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' applies to modules only";
+    if (!warps || !llvm::is_contained({1, 2, 4, 8, 16}, warps.getInt()))
+      return op->emitError()
+             << "'" << name << "' must be an integer in {1, 2, 4, 8, 16}";
+    return success();
+  }
+  return op->emitError() << "unknown sage attribute '" << name << "'";
+}

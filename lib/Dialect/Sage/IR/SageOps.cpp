@@ -1,0 +1,300 @@
+//===- SageOps.cpp - sage op verifiers ------------------------------------===//
+//
+// Verifiers reject every ill-formed op with a diagnostic; none of them may
+// assert, since sage-opt and the JIT feed them arbitrary user IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+#define GET_OP_CLASSES
+#include "sage/Dialect/Sage/IR/SageOps.cpp.inc"
+
+/// Every tile is rank 2 (guaranteed by the ODS type constraints).
+static constexpr int64_t kTileRank = 2;
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t limit) {
+  if (axis < 0 || axis >= limit)
+    return op->emitOpError()
+           << "axis must be in [0, " << limit - 1 << "], got " << axis;
+  return success();
+}
+
+/// `shape` with `axis` replaced by 1.
+static SmallVector<int64_t> keepDimShape(ArrayRef<int64_t> shape,
+                                         int64_t axis) {
+  SmallVector<int64_t> out(shape);
+  out[axis] = 1;
+  return out;
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Program structure
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramIdOp::verify() { return verifyAxis(*this, getAxis(), 3); }
+
+LogicalResult NumProgramsOp::verify() {
+  return verifyAxis(*this, getAxis(), 3);
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyTileAccess(Operation *op, PtrType ptr,
+                                      RankedTensorType tile, ValueRange offsets,
+                                      ValueRange strides, ValueRange bounds) {
+  auto check = [&](ValueRange values, StringRef what) -> LogicalResult {
+    if (static_cast<int64_t>(values.size()) != tile.getRank())
+      return op->emitOpError()
+             << "expects " << tile.getRank() << " " << what
+             << ", one per tile dimension, got " << values.size();
+    return success();
+  };
+  if (failed(check(offsets, "offsets")) || failed(check(strides, "strides")) ||
+      failed(check(bounds, "bounds")))
+    return failure();
+  if (tile.getElementType() != ptr.getPointeeType())
+    return op->emitOpError()
+           << "tile element type " << tile.getElementType()
+           << " does not match pointee type " << ptr.getPointeeType();
+  return success();
+}
+
+LogicalResult LoadOp::verify() {
+  return verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
+                          getOffsets(), getStrides(), getBounds());
+}
+
+LogicalResult StoreOp::verify() {
+  auto tile = cast<RankedTensorType>(getValue().getType());
+  if (failed(verifyTileAccess(*this, getPtr().getType(), tile, getOffsets(),
+                              getStrides(), getBounds())))
+    return failure();
+  if (getAtomicAdd() && !tile.getElementType().isF32())
+    return emitOpError() << "atomic_add needs an f32 tile, got "
+                         << tile.getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile construction, broadcasting, reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplatOp::verify() {
+  auto type = cast<RankedTensorType>(getResult().getType());
+  if (type.getElementType() != getValue().getType())
+    return emitOpError() << "scalar type " << getValue().getType()
+                         << " does not match tile element type "
+                         << type.getElementType();
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  return verifyAxis(*this, getAxis(), kTileRank);
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto src = cast<RankedTensorType>(getSource().getType());
+  auto dst = cast<RankedTensorType>(getResult().getType());
+  if (src.getElementType() != dst.getElementType())
+    return emitOpError() << "element type changes from " << src.getElementType()
+                         << " to " << dst.getElementType();
+  for (auto [i, s, d] : llvm::enumerate(src.getShape(), dst.getShape()))
+    if (s != d && s != 1)
+      return emitOpError() << "dimension " << i << " of size " << s
+                           << " cannot broadcast to " << d
+                           << " (only size-1 dimensions expand)";
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), kTileRank)))
+    return failure();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (in.getElementType().isInteger(1))
+    return emitOpError() << "cannot reduce i1 tiles";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from input " << in.getElementType();
+  SmallVector<int64_t> expected = keepDimShape(in.getShape(), getAxis());
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result shape must be " << shapeStr(expected)
+                         << " (reduced axis kept with size 1), got "
+                         << shapeStr(out.getShape());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SageBwd building blocks
+//===----------------------------------------------------------------------===//
+
+LogicalResult SmoothOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), kTileRank)))
+    return failure();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  if (getSmoothed().getType().getShape() != in.getShape())
+    return emitOpError() << "smoothed tile must have the input's shape "
+                         << shapeStr(in.getShape());
+  SmallVector<int64_t> expected = keepDimShape(in.getShape(), getAxis());
+  if (getMean().getType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "mean must have shape " << shapeStr(expected)
+                         << ", got "
+                         << shapeStr(getMean().getType().getShape());
+  return success();
+}
+
+/// Checks a (values, scales) pair against a scheme: the shared part of
+/// quantize and dequantize.
+static LogicalResult verifyQuantizedPair(Operation *op,
+                                         QuantSchemeAttrInterface scheme,
+                                         RankedTensorType floatTile,
+                                         RankedTensorType quantTile,
+                                         RankedTensorType scales) {
+  if (floatTile.getShape() != quantTile.getShape())
+    return op->emitOpError() << "quantized and float tiles differ in shape: "
+                             << shapeStr(quantTile.getShape()) << " vs "
+                             << shapeStr(floatTile.getShape());
+  Type storage = scheme.getStorageType(op->getContext());
+  if (quantTile.getElementType() != storage)
+    return op->emitOpError()
+           << "scheme " << scheme << " stores " << storage
+           << ", but the quantized tile holds " << quantTile.getElementType();
+  SmallVector<int64_t> granule = scheme.getGranuleShape(floatTile.getShape());
+  for (auto [dim, g] : llvm::zip_equal(floatTile.getShape(), granule))
+    if (g <= 0 || dim % g != 0)
+      return op->emitOpError()
+             << "scheme " << scheme << " granule " << shapeStr(granule)
+             << " does not tile " << shapeStr(floatTile.getShape());
+  SmallVector<int64_t> expected = scheme.getScaleShape(floatTile.getShape());
+  if (scales.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError()
+           << "scheme " << scheme << " needs scales of shape "
+           << shapeStr(expected) << ", got " << shapeStr(scales.getShape());
+  return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto scheme = getScheme();
+  if (failed(scheme.verifyInputType(in.getElementType(),
+                                    [&] { return emitOpError(); })))
+    return failure();
+  if (getScale() && getScale().getType() != getScales().getType())
+    return emitOpError() << "given scale type " << getScale().getType()
+                         << " differs from the scales result type "
+                         << getScales().getType();
+  return verifyQuantizedPair(*this, scheme, in,
+                             cast<RankedTensorType>(getOutput().getType()),
+                             getScales().getType());
+}
+
+LogicalResult DequantizeOp::verify() {
+  return verifyQuantizedPair(*this, getScheme(), getOutput().getType(),
+                             cast<RankedTensorType>(getInput().getType()),
+                             getScales().getType());
+}
+
+/// The largest contraction whose int32 sum of i8 products cannot overflow:
+/// 127 * 127 * 131072 < 2^31. It relies on the schemes never producing -128.
+static constexpr int64_t kMaxInt8Contraction = 131072;
+
+namespace {
+/// Operand geometry shared by both matmuls.
+struct MatmulShape {
+  int64_t m, n, k;
+};
+} // namespace
+
+static FailureOr<MatmulShape>
+verifyContraction(Operation *op, RankedTensorType lhs, RankedTensorType rhs,
+                  int64_t lhsDim, int64_t rhsDim, RankedTensorType result) {
+  if (lhsDim < 0 || lhsDim > 1 || rhsDim < 0 || rhsDim > 1)
+    return op->emitOpError() << "contracted dimensions must be 0 or 1, got ("
+                             << lhsDim << ", " << rhsDim << ")";
+  int64_t k = lhs.getDimSize(lhsDim);
+  if (rhs.getDimSize(rhsDim) != k)
+    return op->emitOpError()
+           << "contracted sizes differ: lhs dimension " << lhsDim << " is " << k
+           << ", rhs dimension " << rhsDim << " is " << rhs.getDimSize(rhsDim);
+  MatmulShape shape{lhs.getDimSize(1 - lhsDim), rhs.getDimSize(1 - rhsDim), k};
+  if (result.getShape() != ArrayRef<int64_t>{shape.m, shape.n})
+    return op->emitOpError() << "result must be " << shape.m << "x" << shape.n
+                             << ", got " << shapeStr(result.getShape());
+  return shape;
+}
+
+/// A scale tile for `operand` contracted along `contractDim`: rank 2, size 1
+/// along the contraction, and 1 or the full size along the other dimension.
+static LogicalResult verifyMatmulScale(Operation *op, StringRef which,
+                                       RankedTensorType operand,
+                                       RankedTensorType scale,
+                                       int64_t contractDim) {
+  if (scale.getDimSize(contractDim) != 1)
+    return op->emitOpError()
+           << which << " scale varies along the contracted dimension "
+           << contractDim << " (shape " << shapeStr(scale.getShape())
+           << "); only scales constant along the contraction factor out of "
+              "the integer product";
+  int64_t other = 1 - contractDim;
+  int64_t size = scale.getDimSize(other);
+  if (size != 1 && size != operand.getDimSize(other))
+    return op->emitOpError() << which << " scale must have size 1 or "
+                             << operand.getDimSize(other) << " along dimension "
+                             << other << ", got " << size;
+  return success();
+}
+
+LogicalResult QMatmulOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType();
+  FailureOr<MatmulShape> shape =
+      verifyContraction(*this, lhs, rhs, getLhsContractDim(),
+                        getRhsContractDim(), getResult().getType());
+  if (failed(shape))
+    return failure();
+  if (shape->k > kMaxInt8Contraction)
+    return emitOpError() << "contraction of " << shape->k
+                         << " elements may overflow the int32 accumulator "
+                            "(at most "
+                         << kMaxInt8Contraction << ")";
+  if (failed(verifyMatmulScale(*this, "lhs", lhs, getLhsScale().getType(),
+                               getLhsContractDim())) ||
+      failed(verifyMatmulScale(*this, "rhs", rhs, getRhsScale().getType(),
+                               getRhsContractDim())))
+    return failure();
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOpError() << "operands must share an element type, got "
+                         << lhs.getElementType() << " and "
+                         << rhs.getElementType();
+  return verifyContraction(*this, lhs, rhs, getLhsContractDim(),
+                           getRhsContractDim(), getResult().getType());
+}
+
+LogicalResult SoftmaxUpdateOp::verify() {
+  int64_t rows = getLogits().getType().getDimSize(0);
+  ArrayRef<int64_t> stats = getRowMax().getType().getShape();
+  if (stats != ArrayRef<int64_t>{rows, 1})
+    return emitOpError() << "row statistics must be " << rows
+                         << "x1 for logits of " << rows << " rows, got "
+                         << shapeStr(stats);
+  return success();
+}

@@ -1,0 +1,231 @@
+//===- Decompose.cpp - expand composite sage ops --------------------------===//
+//
+// Each pattern spells out the formula documented on its op (SageOps.td), so
+// this file is also the executable statement of those semantics; the Python
+// reference (python/sage/reference) states the same formulas in numpy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/Transforms/Passes.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir::sage {
+#define GEN_PASS_DEF_SAGEDECOMPOSE
+#include "sage/Dialect/Sage/Transforms/Passes.h.inc"
+} // namespace mlir::sage
+
+using namespace mlir;
+using namespace mlir::sage;
+
+namespace {
+
+/// Builds tile-level arithmetic at one location.
+class TileBuilder {
+public:
+  TileBuilder(PatternRewriter &rw, Location loc) : rw(rw), loc(loc) {}
+
+  RankedTensorType f32Tile(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, rw.getF32Type());
+  }
+
+  Value constant(RankedTensorType type, double value) {
+    Attribute elem = rw.getFloatAttr(type.getElementType(), value);
+    return arith::ConstantOp::create(rw, loc,
+                                     DenseElementsAttr::get(type, {elem}));
+  }
+
+  Value toF32(Value tile) {
+    auto type = cast<RankedTensorType>(tile.getType());
+    if (type.getElementType().isF32())
+      return tile;
+    return arith::ExtFOp::create(rw, loc, f32Tile(type.getShape()), tile);
+  }
+
+  /// Broadcasts `tile` to `like`'s shape if it differs.
+  Value broadcastLike(Value tile, Value like) {
+    auto from = cast<RankedTensorType>(tile.getType());
+    auto to = cast<RankedTensorType>(like.getType());
+    if (from.getShape() == to.getShape())
+      return tile;
+    return BroadcastOp::create(
+        rw, loc, RankedTensorType::get(to.getShape(), from.getElementType()),
+        tile);
+  }
+
+  Value reduce(ReduceKind kind, Value tile, unsigned axis) {
+    auto type = cast<RankedTensorType>(tile.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = 1;
+    return ReduceOp::create(rw, loc,
+                            RankedTensorType::get(shape, type.getElementType()),
+                            kind, tile, axis);
+  }
+
+  Value add(Value a, Value b) { return arith::AddFOp::create(rw, loc, a, b); }
+  Value sub(Value a, Value b) { return arith::SubFOp::create(rw, loc, a, b); }
+  Value mul(Value a, Value b) { return arith::MulFOp::create(rw, loc, a, b); }
+  Value div(Value a, Value b) { return arith::DivFOp::create(rw, loc, a, b); }
+  Value exp2(Value a) { return math::Exp2Op::create(rw, loc, a); }
+  Value equal(Value a, Value b) {
+    return arith::CmpFOp::create(rw, loc, arith::CmpFPredicate::OEQ, a, b);
+  }
+  Value select(Value c, Value a, Value b) {
+    return arith::SelectOp::create(rw, loc, c, a, b);
+  }
+
+  PatternRewriter &rw;
+  Location loc;
+};
+
+/// The scheme's granules must span whole dimensions or single elements, so
+/// that scales are reductions along axes plus broadcasts.
+static bool hasAxisAlignedGranules(ArrayRef<int64_t> shape,
+                                   ArrayRef<int64_t> granule) {
+  for (auto [dim, g] : llvm::zip_equal(shape, granule))
+    if (g != dim && g != 1)
+      return false;
+  return true;
+}
+
+struct DecomposeSmooth : public OpRewritePattern<SmoothOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SmoothOp op,
+                                PatternRewriter &rw) const override {
+    TileBuilder b(rw, op.getLoc());
+    Value x = b.toF32(op.getInput());
+    unsigned axis = op.getAxis();
+    auto meanType = op.getMean().getType();
+    Value count = b.constant(
+        meanType,
+        static_cast<double>(op.getInput().getType().getDimSize(axis)));
+    Value sum = b.reduce(ReduceKind::Sum, x, axis);
+    Value mean = b.div(sum, count);
+    rw.replaceOp(op, {b.sub(x, b.broadcastLike(mean, x)), mean});
+    return success();
+  }
+};
+
+struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(QuantizeOp op,
+                                PatternRewriter &rw) const override {
+    QuantSchemeAttrInterface scheme = op.getScheme();
+    auto outType = cast<RankedTensorType>(op.getOutput().getType());
+    if (!outType.getElementType().isInteger())
+      return rw.notifyMatchFailure(op, "only integer storage is decomposed");
+    ArrayRef<int64_t> shape = outType.getShape();
+    SmallVector<int64_t> granule = scheme.getGranuleShape(shape);
+    if (!hasAxisAlignedGranules(shape, granule))
+      return rw.notifyMatchFailure(op, "granules are not axis-aligned");
+
+    TileBuilder b(rw, op.getLoc());
+    double qmax = scheme.getQuantMax();
+    Value x = b.toF32(op.getInput());
+    RankedTensorType scaleType = op.getScales().getType();
+    Value scales = op.getScale();
+    if (!scales) {
+      Value absmax = x;
+      for (auto [axis, g] : llvm::enumerate(granule))
+        if (g > 1)
+          absmax = b.reduce(ReduceKind::AbsMax, absmax, axis);
+      if (absmax == x) // one-element granules: absmax is |x| itself
+        absmax = math::AbsFOp::create(rw, op.getLoc(), x);
+      scales = b.div(absmax, b.constant(scaleType, qmax));
+    }
+    // Ops are built one statement at a time: C++ leaves the order of
+    // argument evaluation open, and the IR order must not depend on it.
+    Value zero = b.constant(scaleType, 0.0);
+    Value recip = b.div(b.constant(scaleType, 1.0), scales);
+    Value isZero = b.equal(scales, zero);
+    Value inv = b.select(isZero, zero, recip);
+    Value scaled = b.mul(x, b.broadcastLike(inv, x));
+    Value rounded;
+    switch (scheme.getRoundingMode()) {
+    case RoundingMode::RNE:
+      rounded = math::RoundEvenOp::create(rw, op.getLoc(), scaled);
+      break;
+    case RoundingMode::RNA:
+      rounded = math::RoundOp::create(rw, op.getLoc(), scaled);
+      break;
+    }
+    auto tileType = b.f32Tile(shape);
+    Value lo = b.constant(tileType, -qmax);
+    Value hi = b.constant(tileType, qmax);
+    Value atLeastLo = arith::MaximumFOp::create(rw, op.getLoc(), rounded, lo);
+    Value clamped = arith::MinimumFOp::create(rw, op.getLoc(), atLeastLo, hi);
+    Value q = arith::FPToSIOp::create(rw, op.getLoc(), outType, clamped);
+    rw.replaceOp(op, {q, scales});
+    return success();
+  }
+};
+
+struct DecomposeDequantize : public OpRewritePattern<DequantizeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DequantizeOp op,
+                                PatternRewriter &rw) const override {
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    if (!inType.getElementType().isInteger())
+      return rw.notifyMatchFailure(op, "only integer storage is decomposed");
+    if (!hasAxisAlignedGranules(
+            inType.getShape(),
+            op.getScheme().getGranuleShape(inType.getShape())))
+      return rw.notifyMatchFailure(op, "granules are not axis-aligned");
+    TileBuilder b(rw, op.getLoc());
+    Value x = arith::SIToFPOp::create(rw, op.getLoc(), op.getOutput().getType(),
+                                      op.getInput());
+    rw.replaceOp(op, b.mul(x, b.broadcastLike(op.getScales(), x)));
+    return success();
+  }
+};
+
+struct DecomposeSoftmaxUpdate : public OpRewritePattern<SoftmaxUpdateOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxUpdateOp op,
+                                PatternRewriter &rw) const override {
+    TileBuilder b(rw, op.getLoc());
+    auto statType = op.getRowMax().getType();
+    Value t = op.getLogits();
+    double scale = op.getScale().convertToDouble();
+    if (scale != 1.0)
+      t = b.mul(t, b.constant(op.getLogits().getType(), scale));
+    Value rowMax = b.reduce(ReduceKind::Max, t, 1);
+    Value newMax =
+        arith::MaximumFOp::create(rw, op.getLoc(), op.getRowMax(), rowMax);
+    // Rows with no finite logit yet use 0 as the exponent base: exp2 of -inf
+    // is then 0 everywhere instead of NaN from (-inf) - (-inf).
+    Value negInf =
+        b.constant(statType, -std::numeric_limits<double>::infinity());
+    Value zero = b.constant(statType, 0.0);
+    Value masked = b.equal(newMax, negInf);
+    Value base = b.select(masked, zero, newMax);
+    Value alpha = b.exp2(b.sub(op.getRowMax(), base));
+    Value p = b.exp2(b.sub(t, b.broadcastLike(base, t)));
+    Value rowSum = b.reduce(ReduceKind::Sum, p, 1);
+    Value newSum = b.add(b.mul(alpha, op.getRowSum()), rowSum);
+    Value pMax = b.exp2(b.sub(rowMax, base));
+    rw.replaceOp(op, {p, newMax, newSum, alpha, pMax});
+    return success();
+  }
+};
+
+struct DecomposePass : public sage::impl::SageDecomposeBase<DecomposePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateDecomposePatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::sage::populateDecomposePatterns(RewritePatternSet &patterns) {
+  patterns.add<DecomposeSmooth, DecomposeQuantize, DecomposeDequantize,
+               DecomposeSoftmaxUpdate>(patterns.getContext());
+}

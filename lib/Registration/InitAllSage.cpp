@@ -1,0 +1,23 @@
+//===- InitAllSage.cpp - dialect and pass registration --------------------===//
+
+#include "sage/Registration/InitAllSage.h"
+
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void mlir::sage::registerAllSageDialects(DialectRegistry &registry) {
+  registry.insert<SageDialect, arith::ArithDialect, cf::ControlFlowDialect,
+                  func::FuncDialect, math::MathDialect, scf::SCFDialect>();
+}
+
+void mlir::sage::registerAllSagePasses() {
+  registerSagePasses();
+  registerSagePipelines();
+}
