@@ -5,7 +5,7 @@
 // Dialect attributes
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'sage.kernel' applies to func.func only}}
+// expected-error @+1 {{'sage.kernel' applies to functions only}}
 module attributes {sage.kernel} {}
 
 // -----
@@ -20,6 +20,16 @@ func.func @k() -> i32 attributes {sage.kernel} {
   %0 = arith.constant 0 : i32
   return %0 : i32
 }
+
+// -----
+
+// expected-error @+1 {{'sage.shared_memory' applies to functions only}}
+module attributes {sage.shared_memory = 16 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'sage.shared_memory' must be a non-negative integer}}
+func.func @k() attributes {sage.shared_memory = -1 : i64} { return }
 
 // -----
 

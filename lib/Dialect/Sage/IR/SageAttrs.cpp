@@ -57,3 +57,26 @@ LogicalResult Int8SchemeAttr::verifyInputType(
                        << elementType;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// BlockedLayoutAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          ArrayRef<unsigned> size, ArrayRef<unsigned> threads,
+                          ArrayRef<unsigned> warps) {
+  for (ArrayRef<unsigned> list : {size, threads, warps}) {
+    if (list.size() != 2)
+      return emitError() << "blocked layout needs two entries per list";
+    for (unsigned v : list)
+      if (v == 0 || !llvm::isPowerOf2_32(v))
+        return emitError() << "blocked layout entries must be powers of two, "
+                              "got "
+                           << v;
+  }
+  if (threads[0] * threads[1] != 32)
+    return emitError() << "threads per warp must multiply to 32, got "
+                       << threads[0] * threads[1];
+  return success();
+}

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -30,13 +31,23 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == kKernelAttrName) {
-    auto func = dyn_cast<func::FuncOp>(op);
+    // The attribute survives the lowering from func.func to llvm.func.
+    auto func = dyn_cast<FunctionOpInterface>(op);
     if (!func)
-      return op->emitError() << "'" << name << "' applies to func.func only";
+      return op->emitError() << "'" << name << "' applies to functions only";
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute";
-    if (func.getNumResults() != 0)
+    if (!func.getResultTypes().empty())
       return op->emitError() << "a sage kernel must not return values";
+    return success();
+  }
+  if (name == kSharedMemoryAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' applies to functions only";
+    if (!bytes || bytes.getInt() < 0)
+      return op->emitError()
+             << "'" << name << "' must be a non-negative integer";
     return success();
   }
   if (name == kTargetAttrName) {

@@ -38,6 +38,8 @@ def Sage_Dialect : Dialect {
       one of `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`.
     - `sage.num_warps` (integer, on `builtin.module`): warps per program, a
       power of two from 1 to 16.
+    - `sage.shared_memory` (integer, on a function): bytes of dynamic shared
+      memory the kernel needs at launch; set by the lowering.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -51,6 +53,8 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kKernelAttrName = "sage.kernel";
     static constexpr ::llvm::StringLiteral kTargetAttrName = "sage.target";
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
+    static constexpr ::llvm::StringLiteral kSharedMemoryAttrName =
+        "sage.shared_memory";
   }];
 }
 

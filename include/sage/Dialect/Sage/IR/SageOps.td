@@ -252,17 +252,21 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
     contraction cannot be factored out of the integer product. The
     contraction may have at most 131072 elements so that the int32
     accumulator cannot overflow (127 * 127 * 131072 < 2^31).
+
+    `using mma_sync` / `using wgmma` records the tensor-core instruction the
+    lowering will use (set by `sage-select-mma`).
   }];
   let arguments = (ins Sage_I8Tile:$lhs, Sage_F32Tile:$lhs_scale,
                    Sage_I8Tile:$rhs, Sage_F32Tile:$rhs_scale,
                    Optional<Sage_F32Tile>:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
-                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
+                   OptionalAttr<Sage_MmaKind>:$mma);
   let results = (outs Sage_F32Tile:$result);
   let assemblyFormat = [{
     $lhs `[` $lhs_scale `]` `,` $rhs `[` $rhs_scale `]` (`acc` $acc^)?
-    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)` attr-dict `:`
-    type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
+    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
+    (`using` $mma^)? attr-dict `:` type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
     `->` type($result)
   }];
   let extraClassDeclaration = extraMatmulDecl;
@@ -278,12 +282,13 @@ def Sage_MatmulOp : Sage_MatmulBase<"matmul"> {
   let arguments = (ins Sage_Half16Tile:$lhs, Sage_Half16Tile:$rhs,
                    Optional<Sage_F32Tile>:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
-                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
+                   OptionalAttr<Sage_MmaKind>:$mma);
   let results = (outs Sage_F32Tile:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`acc` $acc^)?
-    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)` attr-dict `:`
-    type($lhs) `,` type($rhs) `->` type($result)
+    `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
+    (`using` $mma^)? attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
   let extraClassDeclaration = extraMatmulDecl;
 }

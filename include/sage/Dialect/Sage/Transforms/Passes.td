@@ -38,4 +38,32 @@ def SageAttachTarget : Pass<"sage-attach-target", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
 
+def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
+  let summary = "Choose the tensor-core instruction of every matmul";
+  let description = [{
+    Records on each `sage.qmatmul` and `sage.matmul` without a choice which
+    instruction family lowers it (`using mma_sync` or `using wgmma`), from
+    the module's `sage.target` and the tile shapes, so the choice is visible
+    in dumps and testable apart from the lowering. Today every matmul gets
+    `mma_sync` (m16n8k32 for INT8, m16n8k16 for f16/bf16), which runs on
+    sm_80 and later including the H100; the wgmma path is chosen here once
+    its lowering exists. A choice already present is kept.
+  }];
+  let dependentDialects = ["::mlir::sage::SageDialect"];
+}
+
+def SageAssignLayouts : Pass<"sage-assign-layouts", "::mlir::ModuleOp"> {
+  let summary = "Give every tile a distributed layout";
+  let description = [{
+    Sets the encoding of every rank-2 tile type (op results, block
+    arguments, function signatures, constants) to the program's blocked
+    layout, `#sage.blocked<size = [1, 4], threads = [4, 8], warps = [W, 1]>`
+    with `W = sage.num_warps` (4 when absent). One layout for all tiles of a
+    program makes broadcasts and keep-dim reductions free of data movement;
+    matmuls convert to and from their fragment layouts through shared memory
+    inside their lowering.
+  }];
+  let dependentDialects = ["::mlir::sage::SageDialect"];
+}
+
 #endif // SAGE_DIALECT_SAGE_TRANSFORMS_PASSES_TD

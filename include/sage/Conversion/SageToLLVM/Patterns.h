@@ -1,0 +1,53 @@
+//===- Patterns.h - sage -> LLVM/NVVM pattern entry points -------*- C++
+//-*-===//
+//
+// One populate function per op family, each defined in its own file under
+// lib/Conversion/SageToLLVM/. Tiles convert 1:N: a tile value becomes the
+// scalars the running thread holds (TileDistribution says which).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SAGE_CONVERSION_SAGETOLLVM_PATTERNS_H
+#define SAGE_CONVERSION_SAGETOLLVM_PATTERNS_H
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::sage {
+
+/// Tiles with a blocked layout become their per-thread elements;
+/// `!sage.ptr<T>` becomes `!llvm.ptr<1>`; everything else is unchanged.
+class TileTypeConverter : public TypeConverter {
+public:
+  explicit TileTypeConverter(MLIRContext *ctx);
+};
+
+/// program_id, num_programs, addptr.
+void populateProgramOpsToLLVMPatterns(const TypeConverter &converter,
+                                      RewritePatternSet &patterns);
+/// load, store (plain and atomic add).
+void populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
+                                     RewritePatternSet &patterns);
+/// Elementwise arith/math on tiles, tile constants, splat, iota, broadcast.
+void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
+                                       RewritePatternSet &patterns);
+/// reduce: in-thread, then warp shuffles, then across warps in shared memory.
+void populateReduceToLLVMPatterns(const TypeConverter &converter,
+                                  RewritePatternSet &patterns);
+/// qmatmul and matmul through mma.sync.
+void populateMatmulToNVVMPatterns(const TypeConverter &converter,
+                                  RewritePatternSet &patterns);
+/// Scalar math the NVPTX backend cannot select (log2) as NVVM intrinsics.
+void populateScalarMathToNVVMPatterns(RewritePatternSet &patterns);
+
+class ReduceOp;
+class QMatmulOp;
+class MatmulOp;
+
+/// Bytes of the shared-memory scratch buffer each op needs while it runs.
+int64_t getReduceScratchBytes(ReduceOp op);
+int64_t getMatmulScratchBytes(Operation *matmul);
+
+} // namespace mlir::sage
+
+#endif // SAGE_CONVERSION_SAGETOLLVM_PATTERNS_H

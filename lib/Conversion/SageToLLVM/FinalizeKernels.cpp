@@ -1,0 +1,34 @@
+//===- FinalizeKernels.cpp - mark lowered kernels for NVVM ----------------===//
+
+#include "sage/Conversion/SageToLLVM/Passes.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+namespace mlir::sage {
+#define GEN_PASS_DEF_SAGEFINALIZEKERNELS
+#include "sage/Conversion/SageToLLVM/Passes.h.inc"
+} // namespace mlir::sage
+
+using namespace mlir;
+using namespace mlir::sage;
+
+namespace {
+struct FinalizeKernelsPass
+    : public sage::impl::SageFinalizeKernelsBase<FinalizeKernelsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int32_t warps = 4;
+    if (auto attr =
+            module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))
+      warps = attr.getInt();
+    Builder b(&getContext());
+    module.walk([&](LLVM::LLVMFuncOp func) {
+      if (!func->hasAttr(SageDialect::kKernelAttrName))
+        return;
+      func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(),
+                    b.getUnitAttr());
+      func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                    b.getDenseI32ArrayAttr({warps * 32, 1, 1}));
+    });
+  }
+};
+} // namespace

@@ -1,0 +1,192 @@
+//===- MemoryOpsToLLVM.cpp - masked tile loads and stores -----------------===//
+//
+// Each thread moves the elements it holds. Out-of-bounds elements are masked
+// with predicated PTX (`@p ld.global`), as a branch per element would be far
+// slower; loads yield 0 there.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+namespace {
+
+/// The PTX register class and constraint letter for a scalar of `bits`.
+struct RegisterClass {
+  Type type;            // LLVM type the asm operand has
+  StringRef constraint; // "h", "r", "f"
+  StringRef ptxType;    // ld/st type suffix
+};
+
+static RegisterClass registerClassFor(OpBuilder &b, Type elem) {
+  unsigned bits = elem.getIntOrFloatBitWidth();
+  if (bits == 8)
+    return {b.getI16Type(), "h", "u8"};
+  if (bits == 16)
+    return {b.getI16Type(), "h", "b16"};
+  if (elem.isF32())
+    return {b.getF32Type(), "f", "f32"};
+  return {b.getI32Type(), "r", "b32"};
+}
+
+/// Converts between the element type and its asm register type.
+static Value toRegister(OpBuilder &b, Location loc, Value v,
+                        const RegisterClass &rc) {
+  Type t = v.getType();
+  if (t == rc.type)
+    return v;
+  if (t.getIntOrFloatBitWidth() == 8)
+    return LLVM::ZExtOp::create(b, loc, rc.type, v);
+  return LLVM::BitcastOp::create(b, loc, rc.type, v);
+}
+
+static Value fromRegister(OpBuilder &b, Location loc, Value v, Type elem) {
+  if (v.getType() == elem)
+    return v;
+  if (elem.getIntOrFloatBitWidth() == 8)
+    return LLVM::TruncOp::create(b, loc, elem, v);
+  return LLVM::BitcastOp::create(b, loc, elem, v);
+}
+
+static Value inlineAsm(OpBuilder &b, Location loc, Type result,
+                       ValueRange operands, StringRef text,
+                       StringRef constraints) {
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result, operands, b.getStringAttr(text),
+      b.getStringAttr(constraints), /*has_side_effects=*/b.getUnitAttr(),
+      /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return result ? op.getResult(0) : Value();
+}
+
+/// Address and in-bounds predicate of every element a thread holds.
+struct ElementAccess {
+  SmallVector<Value> addresses;
+  SmallVector<Value> inBounds;
+};
+
+static ElementAccess computeAccess(OpBuilder &b, Location loc,
+                                   const TileDistribution &dist, Type elem,
+                                   Value base, ValueRange offsets,
+                                   ValueRange strides, ValueRange bounds) {
+  ThreadCoords coords(b, loc);
+  Type i64 = b.getI64Type();
+  Value zero = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+  std::array<SmallVector<Value>, 2> index, valid, term;
+  for (unsigned d = 0; d < 2; ++d) {
+    const DimDistribution &dim = dist.dim(d);
+    Value start = arith::ExtSIOp::create(b, loc, i64, coords.base(dim));
+    start = arith::AddIOp::create(b, loc, start, offsets[d]);
+    for (int64_t k = 0; k < dim.count(); ++k) {
+      Value at = arith::AddIOp::create(
+          b, loc, start,
+          arith::ConstantOp::create(b, loc,
+                                    b.getI64IntegerAttr(dim.offset(k))));
+      Value lo =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, at, zero);
+      Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at,
+                                       bounds[d]);
+      valid[d].push_back(arith::AndIOp::create(b, loc, lo, hi));
+      term[d].push_back(arith::MulIOp::create(b, loc, at, strides[d]));
+    }
+  }
+  ElementAccess access;
+  auto ptrType = base.getType();
+  for (int64_t k0 = 0; k0 < dist.dim(0).count(); ++k0)
+    for (int64_t k1 = 0; k1 < dist.dim(1).count(); ++k1) {
+      Value linear = arith::AddIOp::create(b, loc, term[0][k0], term[1][k1]);
+      access.addresses.push_back(
+          LLVM::GEPOp::create(b, loc, ptrType, elem, base, ValueRange{linear}));
+      access.inBounds.push_back(
+          arith::AndIOp::create(b, loc, valid[0][k0], valid[1][k1]));
+    }
+  return access;
+}
+
+struct LoadLowering : public OpConversionPattern<LoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(LoadOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    std::optional<TileDistribution> dist =
+        TileDistribution::get(op.getResult().getType());
+    if (!dist)
+      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+    Location loc = op.getLoc();
+    Type elem = op.getResult().getType().getElementType();
+    ElementAccess access = computeAccess(
+        rw, loc, *dist, elem, adaptor.getPtr().front(),
+        flatten(adaptor.getOffsets()), flatten(adaptor.getStrides()),
+        flatten(adaptor.getBounds()));
+    RegisterClass rc = registerClassFor(rw, elem);
+    std::string text = ("mov.b" + Twine(rc.type.getIntOrFloatBitWidth()) +
+                        " $0, 0;\n\t@$2 ld.global." + rc.ptxType + " $0, [$1];")
+                           .str();
+    std::string constraints = ("=" + rc.constraint + ",l,b").str();
+    SmallVector<Value> values;
+    for (auto [addr, ok] : llvm::zip(access.addresses, access.inBounds)) {
+      Value v = inlineAsm(rw, loc, rc.type, {addr, ok}, text, constraints);
+      values.push_back(fromRegister(rw, loc, v, elem));
+    }
+    rw.replaceOpWithMultiple(op, {values});
+    return success();
+  }
+
+  static SmallVector<Value> flatten(ArrayRef<ValueRange> ranges) {
+    SmallVector<Value> out;
+    for (ValueRange r : ranges)
+      out.append(r.begin(), r.end());
+    return out;
+  }
+};
+
+struct StoreLowering : public OpConversionPattern<StoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(StoreOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    std::optional<TileDistribution> dist =
+        TileDistribution::get(op.getValue().getType());
+    if (!dist)
+      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+    Location loc = op.getLoc();
+    Type elem =
+        cast<RankedTensorType>(op.getValue().getType()).getElementType();
+    ElementAccess access =
+        computeAccess(rw, loc, *dist, elem, adaptor.getPtr().front(),
+                      LoadLowering::flatten(adaptor.getOffsets()),
+                      LoadLowering::flatten(adaptor.getStrides()),
+                      LoadLowering::flatten(adaptor.getBounds()));
+    // Only the owning copy of a replicated element writes: required for
+    // atomic adds, and it saves redundant stores otherwise.
+    ThreadCoords coords(rw, loc);
+    Value owner = arith::AndIOp::create(rw, loc, coords.isOwner(dist->dim(0)),
+                                        coords.isOwner(dist->dim(1)));
+    RegisterClass rc = registerClassFor(rw, elem);
+    std::string text =
+        op.getAtomicAdd()
+            ? std::string("@$2 red.global.add.f32 [$0], $1;")
+            : ("@$2 st.global." + rc.ptxType + " [$0], $1;").str();
+    std::string constraints = ("l," + rc.constraint + ",b").str();
+    for (auto [addr, ok, value] :
+         llvm::zip(access.addresses, access.inBounds, adaptor.getValue())) {
+      Value pred = arith::AndIOp::create(rw, loc, ok, owner);
+      inlineAsm(rw, loc, Type(), {addr, toRegister(rw, loc, value, rc), pred},
+                text, constraints);
+    }
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::sage::populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
+                                                 RewritePatternSet &patterns) {
+  patterns.add<LoadLowering, StoreLowering>(converter, patterns.getContext());
+}

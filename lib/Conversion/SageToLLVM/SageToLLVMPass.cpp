@@ -1,0 +1,96 @@
+//===- SageToLLVMPass.cpp - drive the tile lowering -----------------------===//
+
+#include "sage/Conversion/SageToLLVM/Passes.h"
+#include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::sage {
+#define GEN_PASS_DEF_CONVERTSAGETOLLVM
+#include "sage/Conversion/SageToLLVM/Passes.h.inc"
+} // namespace mlir::sage
+
+using namespace mlir;
+using namespace mlir::sage;
+
+static constexpr unsigned kSharedAddressSpace = 3;
+
+/// Records on each function the scratch bytes its ops need, and declares the
+/// scratch buffer when any does. Fails if a matmul cannot be tiled.
+static LogicalResult planScratch(ModuleOp module) {
+  bool anyScratch = false, ok = true;
+  module.walk([&](func::FuncOp func) {
+    int64_t bytes = 0;
+    func.walk([&](Operation *op) {
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        bytes = std::max(bytes, getReduceScratchBytes(reduce));
+      } else if (isa<QMatmulOp, MatmulOp>(op)) {
+        int64_t need = getMatmulScratchBytes(op);
+        ok &= need > 0;
+        bytes = std::max(bytes, need);
+      }
+    });
+    if (bytes > 0) {
+      func->setAttr(SageDialect::kSharedMemoryAttrName,
+                    Builder(func).getI64IntegerAttr(bytes));
+      anyScratch = true;
+    }
+  });
+  if (anyScratch && !module.lookupSymbol(kScratchSymbol)) {
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::GlobalOp::create(
+        b, module.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+        /*isConstant=*/false, LLVM::Linkage::External, kScratchSymbol,
+        Attribute(), /*alignment=*/16, kSharedAddressSpace);
+  }
+  return success(ok);
+}
+
+namespace {
+struct ConvertSageToLLVMPass
+    : public sage::impl::ConvertSageToLLVMBase<ConvertSageToLLVMPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    if (failed(planScratch(module)))
+      return signalPassFailure();
+
+    TileTypeConverter converter(ctx);
+    RewritePatternSet patterns(ctx);
+    ConversionTarget target(*ctx);
+    populateProgramOpsToLLVMPatterns(converter, patterns);
+    populateMemoryOpsToLLVMPatterns(converter, patterns);
+    populateElementwiseToLLVMPatterns(converter, patterns);
+    populateReduceToLLVMPatterns(converter, patterns);
+    populateMatmulToNVVMPatterns(converter, patterns);
+    populateScalarMathToNVVMPatterns(patterns);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   converter);
+    populateReturnOpTypeConversionPattern(patterns, converter);
+    populateCallOpTypeConversionPattern(patterns, converter);
+    scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
+                                                         target);
+
+    target.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect>();
+    target.addIllegalDialect<SageDialect>();
+    auto typesLegal = [&](Operation *op) { return converter.isLegal(op); };
+    target.addDynamicallyLegalDialect<arith::ArithDialect>(typesLegal);
+    target.addDynamicallyLegalDialect<math::MathDialect>([&](Operation *op) {
+      return !isa<math::Log2Op>(op) && converter.isLegal(op);
+    });
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp func) {
+      return converter.isSignatureLegal(func.getFunctionType()) &&
+             converter.isLegal(&func.getBody());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(typesLegal);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

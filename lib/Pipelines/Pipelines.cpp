@@ -1,0 +1,61 @@
+//===- Pipelines.cpp - named sage pipelines -------------------------------===//
+
+#include "sage/Pipelines/Pipelines.h"
+
+#include "sage/Conversion/SageToLLVM/Passes.h"
+#include "sage/Dialect/Sage/Transforms/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+void mlir::sage::buildPreparePipeline(OpPassManager &pm,
+                                      const TargetPipelineOptions &options) {
+  SageAttachTargetOptions target;
+  target.arch = options.arch;
+  target.numWarps = options.numWarps;
+  pm.addPass(createSageAttachTarget(target));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createSageDecompose());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
+                                         const TargetPipelineOptions &options) {
+  buildPreparePipeline(pm, options);
+  pm.addPass(createSageSelectMma());
+  pm.addPass(createSageAssignLayouts());
+  pm.addPass(createConvertSageToLLVM());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createSageFinalizeKernels());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::sage::registerSagePipelines() {
+  PassPipelineRegistration<TargetPipelineOptions>(
+      "sage-prepare",
+      "Attach the target, then decompose composite ops into tile primitives",
+      buildPreparePipeline);
+  PassPipelineRegistration<TargetPipelineOptions>(
+      "sage-to-nvvm",
+      "Lower sage kernels to LLVM-dialect NVVM kernels (what the compiler "
+      "library translates to PTX)",
+      buildSageToNVVMPipeline);
+}

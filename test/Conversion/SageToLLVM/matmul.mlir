@@ -1,0 +1,45 @@
+// Matmuls stage their operands K-major in shared memory and run mma.sync.
+// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sage-select-mma | FileCheck %s --check-prefix=SELECT
+
+module attributes {sage.num_warps = 4 : i32} {
+// SELECT-LABEL: func.func @s_equals_qkt
+// SELECT: contract(1, 1) using mma_sync
+// CHECK-LABEL: func.func @s_equals_qkt
+// CHECK-SAME: sage.shared_memory
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {intOverflowBehavior = #nvvm.mma_int_overflow<wrapped>, layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<s8>, multiplicandBPtxType = #nvvm.mma_type<s8>, shape = #nvvm.shape<m = 16, n = 8, k = 32>} : (i32, i32, i32) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK: arith.sitofp %{{.*}} : i32 to f32
+func.func @s_equals_qkt(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %s : tensor<64x64xf32>
+}
+
+// 64x64 output over 4 warps (each 16 rows x 8 blocks of 8), K = 128 in 4
+// steps: 32 mma.sync per warp.
+// CHECK-LABEL: func.func @count
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+func.func @count(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %s : tensor<64x64xf32>
+}
+
+// dP = dO V^T in f16, accumulated in f32.
+// CHECK-LABEL: func.func @dp
+// CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xf16>
+// CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+func.func @dp(%do: tensor<64x128xf16>, %v: tensor<64x128xf16>) -> tensor<64x64xf32> {
+  %dp = sage.matmul %do, %v contract(1, 1) : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>
+  return %dp : tensor<64x64xf32>
+}
+
+// bf16 operands are passed as i32 words.
+// CHECK-LABEL: func.func @dp_bf16
+// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+func.func @dp_bf16(%do: tensor<64x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<64x64xf32> {
+  %dp = sage.matmul %do, %v contract(1, 1) : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+  return %dp : tensor<64x64xf32>
+}
+}

@@ -1,0 +1,43 @@
+// Masked loads and stores: each thread moves the elements it holds with
+// predicated PTX; replicated copies do not store.
+// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize | FileCheck %s
+
+module attributes {sage.num_warps = 4 : i32} {
+// 16x32 f16 with the 4-warp layout (layout tile 16x32): 4 elements a thread.
+// CHECK-LABEL: func.func @copy
+func.func @copy(%src: !sage.ptr<f16>, %dst: !sage.ptr<f16>, %n: i64) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  // CHECK: nvvm.read.ptx.sreg.tid.x
+  // CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "mov.b16 $0, 0;\0A\09@$2 ld.global.b16 $0, [$1];", "=h,l,b"
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<16x32xf16>
+  // CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "@$2 st.global.b16 [$0], $1;", "l,h,b"
+  sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<16x32xf16>, !sage.ptr<f16>
+  return
+}
+
+// A 16x1 column is replicated along dimension 1: only lanes at column
+// position 0 own it, so stores are predicated on that.
+// CHECK-LABEL: func.func @atomic_column
+func.func @atomic_column(%dst: !sage.ptr<f32>, %n: i64, %v: f32) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.splat %v : f32 -> tensor<16x1xf32>
+  // CHECK: arith.cmpi eq
+  // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$2 red.global.add.f32 [$0], $1;", "l,f,b"
+  // CHECK-NOT: red.global
+  sage.store atomic_add %t, %dst[%c0, %c0] strides [%c1, %c0] bounds [%n, %c1] : tensor<16x1xf32>, !sage.ptr<f32>
+  return
+}
+
+// i8 values travel in 16-bit registers.
+// CHECK-LABEL: func.func @bytes
+func.func @bytes(%src: !sage.ptr<i8>, %n: i64) -> tensor<16x32xi8> {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  // CHECK: "mov.b16 $0, 0;\0A\09@$2 ld.global.u8 $0, [$1];", "=h,l,b"
+  // CHECK: llvm.trunc %{{.*}} : i16 to i8
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<16x32xi8>
+  return %t : tensor<16x32xi8>
+}
+}

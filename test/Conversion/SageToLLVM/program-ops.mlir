@@ -1,0 +1,19 @@
+// RUN: sage-opt %s --convert-sage-to-llvm | FileCheck %s
+
+// CHECK-LABEL: func.func @ids
+// CHECK-SAME: (%[[P:.*]]: !llvm.ptr<1>, %[[OFF:.*]]: i64) -> !llvm.ptr<1>
+func.func @ids(%p: !sage.ptr<bf16>, %off: i64) -> !sage.ptr<bf16> {
+  // CHECK: nvvm.read.ptx.sreg.ctaid.x : i32
+  %0 = sage.program_id 0
+  // CHECK: nvvm.read.ptx.sreg.ctaid.y : i32
+  %1 = sage.program_id 1
+  // CHECK: nvvm.read.ptx.sreg.ctaid.z : i32
+  %2 = sage.program_id 2
+  // CHECK: nvvm.read.ptx.sreg.nctaid.x : i32
+  %3 = sage.num_programs 0
+  // Offsets count elements: the GEP is typed by the pointee.
+  // CHECK: %[[Q:.*]] = llvm.getelementptr %[[P]][%[[OFF]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+  %q = sage.addptr %p, %off : !sage.ptr<bf16>
+  // CHECK: return %[[Q]]
+  return %q : !sage.ptr<bf16>
+}

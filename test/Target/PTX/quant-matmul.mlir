@@ -1,0 +1,20 @@
+// The quant_matmul example all the way to PTX for both targets, and through
+// ptxas with no register spills.
+// RUN: sage-translate %S/../../../examples/quant_matmul.mlir --arch=sm_90a | FileCheck %s --check-prefixes=CHECK,SM90
+// RUN: sage-translate %S/../../../examples/quant_matmul.mlir --arch=sm_80 | FileCheck %s --check-prefixes=CHECK,SM80
+
+// CHECK: // sage.kernel name=quant_matmul threads=128 shared_memory={{[0-9]+}}
+// SM90: .target sm_90a
+// SM80: .target sm_80
+// CHECK: .extern .shared .align 16 .b8 sage_scratch[];
+// CHECK: .entry quant_matmul(
+// CHECK: .maxntid 128, 1, 1
+// Masked loads of the f16 operands.
+// CHECK: @%p{{[0-9]+}} ld.global.b16
+// Per-block absmax: shuffles across lanes, then across warps.
+// CHECK: shfl.sync.bfly.b32
+// CHECK: bar.sync 0;
+// Round to nearest even, then the INT8 tensor-core product.
+// CHECK: cvt.rni.f32.f32
+// CHECK: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+// CHECK: @%p{{[0-9]+}} st.global.f32
