@@ -1,0 +1,6 @@
+"""Makes `import sage` work from a source checkout without installing."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -1,0 +1,68 @@
+"""GPU tests: skipped without a CUDA device; run by scripts/gpu/run.sh."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sage.runtime import parse_kernel_header
+
+try:
+    import cupy as cp
+
+    _SKIP_REASON = None if cp.cuda.runtime.getDeviceCount() > 0 else "no CUDA device"
+except ImportError:
+    _SKIP_REASON = "GPU tests need cupy"
+except Exception as error:  # cupy raises its own errors without a driver
+    _SKIP_REASON = f"no usable CUDA device ({error})"
+
+
+def pytest_collection_modifyitems(config, items):
+    if _SKIP_REASON is None:
+        return
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.skip(reason=_SKIP_REASON))
+
+PTX_DIR = Path(os.environ.get("SAGE_PTX_DIR", Path(__file__).parents[3] / ".carry" / "ptx"))
+_RESULTS: dict[str, object] = {}
+
+
+class PtxKernel:
+    """A kernel loaded from a sage PTX file, launched with its header facts."""
+
+    def __init__(self, path: Path, name: str):
+        text = path.read_text()
+        self.info = parse_kernel_header(text)[name]
+        self._module = cp.RawModule(path=str(path))
+        self._function = self._module.get_function(name)
+        if self.info.shared_memory > 48 * 1024:
+            self._function.max_dynamic_shared_size_bytes = self.info.shared_memory
+
+    def __call__(self, grid: tuple[int, ...], *args) -> None:
+        self._function(grid, (self.info.threads,), args,
+                       shared_mem=self.info.shared_memory)
+        cp.cuda.runtime.deviceSynchronize()
+
+
+@pytest.fixture(scope="session")
+def load_kernel():
+    def load(name: str, arch: str = "sm_90a") -> PtxKernel:
+        path = PTX_DIR / f"{name}.{arch}.ptx"
+        if not path.exists():
+            pytest.fail(f"{path} missing: run scripts/gpu/build-ptx.sh first")
+        return PtxKernel(path, name)
+    return load
+
+
+@pytest.fixture(scope="session")
+def record():
+    """Stores a named result for the run's JSON summary."""
+    yield _RESULTS.__setitem__
+    out = os.environ.get("SAGE_GPU_RESULTS")
+    if out:
+        Path(out).write_text(json.dumps(_RESULTS, indent=2, sort_keys=True))
