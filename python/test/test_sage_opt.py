@@ -57,7 +57,10 @@ def test_dialect_and_passes_are_registered(sage_opt):
     assert "sage" in listed
     help_text = subprocess.run([str(sage_opt), "--help"], text=True,
                                capture_output=True, check=True).stdout
-    for name in ("--sage-decompose", "--sage-attach-target", "--sage-prepare"):
+    for name in ("--sage-decompose", "--sage-attach-target", "--sage-prepare",
+                 "--sage-select-mma", "--sage-assign-layouts",
+                 "--convert-sage-to-llvm", "--sage-finalize-kernels",
+                 "--sage-to-nvvm"):
         assert name in help_text
 
 
@@ -65,7 +68,7 @@ def test_committed_dialect_docs_are_current(sage_opt):
     """docs/dialect is generated from ODS; refresh with the sage-docs target."""
     subprocess.run(["cmake", "--build", str(BUILD), "--target", "mlir-doc"],
                    check=True, capture_output=True)
-    for name in ("Sage.md", "SagePasses.md"):
+    for name in ("Sage.md", "SagePasses.md", "SageToLLVMPasses.md"):
         generated = (BUILD / "docs" / "dialect" / name).read_text()
         committed = (ROOT / "docs" / "dialect" / name).read_text()
         assert committed == generated, (
