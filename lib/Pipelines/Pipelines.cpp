@@ -9,6 +9,7 @@
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -35,6 +36,7 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createSageSelectMma());
   pm.addPass(createSageAssignLayouts());
   pm.addPass(createConvertSageToLLVM());
+  pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSCFToControlFlowPass());

@@ -7,6 +7,7 @@
 #include "sage/Dialect/Sage/Transforms/Passes.h"
 #include "sage/Pipelines/Pipelines.h"
 
+#include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,5 +26,13 @@ void mlir::sage::registerAllSageDialects(DialectRegistry &registry) {
 void mlir::sage::registerAllSagePasses() {
   registerSagePasses();
   registerSageToLLVMPasses();
+  // The upstream passes the named pipelines use, so each stage replays alone.
+  registerSCFToControlFlowPass();
+  registerArithToLLVMConversionPass();
+  registerConvertMathToLLVMPass();
+  registerConvertControlFlowToLLVMPass();
+  registerConvertFuncToLLVMPass();
+  registerConvertNVVMToLLVMPass();
+  registerReconcileUnrealizedCastsPass();
   registerSagePipelines();
 }

@@ -1,21 +1,24 @@
 //===- MatmulToNVVM.cpp - qmatmul and matmul through mma.sync -------------===//
 //
 // Operands arrive in the program's blocked layout. They are staged through
-// shared memory in K-major order (each row of A and of B holds its K
-// elements contiguously), which is what mma.sync wants for both operands and
-// how a transposed operand (dV = P^T dO, dK = dS^T Q) becomes K-major.
-// Warps then compute 16x8 output blocks, write the accumulators back to
-// shared memory, and every thread reads the elements it holds in the result
-// layout, applying the scales (and the accumulator operand).
+// shared memory K-major (each row of A and of B holds its K elements
+// together), which both instruction families need for int8 and which is how
+// a transposed operand (dV = P^T dO, dK = dS^T Q) becomes K-major. The
+// tensor cores then compute the product, the accumulators go back to shared
+// memory as 32-bit rows, and every thread reads the elements it holds in the
+// result layout, applying the scales (and the accumulator operand).
 //
-// The int8 m16n8k32 and the f16/bf16 m16n8k16 instructions have the same
-// fragment geometry in 32-bit words of K, so one code path serves both.
+// What differs between mma.sync and wgmma is an MmaStrategy: how operand
+// rows are arranged in shared memory and how the products are issued. The
+// int8 k32 and f16/bf16 k16 forms have the same geometry in bytes of K, so
+// each strategy serves both element types.
 //
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -26,64 +29,83 @@ using namespace mlir::sage;
 
 namespace {
 
-/// Rows of shared memory are padded by this many bytes so that the eight
-/// rows a fragment load touches fall in different banks.
+/// mma.sync rows of shared memory are padded by this many bytes so that the
+/// eight rows a fragment load touches fall in different banks.
 constexpr int64_t kRowPadBytes = 16;
-/// mma.sync m16n8: rows and columns of one output block.
-constexpr int64_t kMmaM = 16, kMmaN = 8;
-/// K of one mma.sync, in 32-bit words (32 int8 or 16 f16/bf16 elements).
-constexpr int64_t kMmaKWords = 8;
+/// Bytes of one 8-row x 16-byte wgmma core matrix.
+constexpr int64_t kCoreMatrixBytes = 128;
 
 /// Sizes and shared-memory placement of one matmul.
 struct MatmulGeometry {
+  MmaKind kind;
   int64_t m, n, k;
   int64_t elemBytes;
+  int64_t warps;
   int64_t lhsScaleElems = 0, rhsScaleElems = 0;
-  int64_t pitchA, pitchB, pitchC; // bytes per staged row
-  int64_t lhsScaleBase = 0, rhsScaleBase = 0, lhsBase, rhsBase, resultBase;
+  int64_t lhsScaleBase = 0, rhsScaleBase = 0;
+  int64_t lhsBase, rhsBase, resultBase, pitchC;
   int64_t totalBytes;
-  unsigned warpsM, warpsN;
 
-  int64_t kPerMma() const { return kMmaKWords * 4 / elemBytes; }
+  int64_t kBytes() const { return k * elemBytes; }
+  /// mma.sync: bytes per staged operand row (padded).
+  int64_t rowPitch() const { return kBytes() + kRowPadBytes; }
+  /// wgmma: bytes between 8-row groups of core matrices.
+  int64_t groupPitch() const { return kBytes() / 16 * kCoreMatrixBytes; }
+  int64_t operandBytes(int64_t rows) const {
+    return kind == MmaKind::MmaSync ? rows * rowPitch() : rows * kBytes();
+  }
 };
 
 static int64_t alignTo16(int64_t v) { return (v + 15) / 16 * 16; }
 
-/// Fails with a diagnostic when the shapes do not fit mma.sync tiling.
+/// Fails with a diagnostic when the shapes do not fit the chosen instruction.
 static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
                                              unsigned lhsContract,
                                              Type lhsScale, Type rhsScale,
-                                             RankedTensorType result) {
+                                             RankedTensorType result,
+                                             std::optional<MmaKind> kind) {
   auto lhsType = cast<RankedTensorType>(lhs.getType());
   auto layout = dyn_cast_or_null<BlockedLayoutAttr>(result.getEncoding());
   if (!layout)
     return op->emitOpError("needs a blocked layout (run sage-assign-layouts)");
+  if (!kind)
+    return op->emitOpError("has no instruction choice (run sage-select-mma)");
   MatmulGeometry g;
+  g.kind = *kind;
   g.m = result.getDimSize(0);
   g.n = result.getDimSize(1);
   g.k = lhsType.getDimSize(lhsContract);
   g.elemBytes = lhsType.getElementTypeBitWidth() / 8;
-  unsigned warps = layout.getNumWarps();
-  g.warpsM = std::min<int64_t>(warps, std::max<int64_t>(1, g.m / kMmaM));
-  g.warpsN = warps / g.warpsM;
-  if (g.m % (kMmaM * g.warpsM) || g.n % (kMmaN * g.warpsN) || g.k % g.kPerMma())
+  g.warps = layout.getNumWarps();
+  int64_t bits = g.elemBytes * 8;
+  if (g.kind == MmaKind::MmaSync &&
+      !fitsMmaSync(g.m, g.n, g.k, bits, g.warps)) {
+    MmaSyncTiling t = mmaSyncTiling(g.m, g.warps);
     return op->emitOpError()
-           << "mma_sync lowering needs M a multiple of " << kMmaM * g.warpsM
-           << ", N of " << kMmaN * g.warpsN << " and K of " << g.kPerMma()
+           << "mma_sync lowering needs M a multiple of " << 16 * t.warpsM
+           << ", N of " << 8 * t.warpsN << " and K of " << mmaK(bits)
            << ", got " << g.m << "x" << g.n << "x" << g.k;
+  }
+  if (g.kind == MmaKind::Wgmma && !fitsWgmma(g.m, g.n, g.k, bits, g.warps))
+    return op->emitOpError()
+           << "wgmma lowering needs warps in groups of 4, M in 64-row blocks "
+              "per warpgroup, a legal N <= 256 and K a multiple of "
+           << mmaK(bits) << ", got " << g.m << "x" << g.n << "x" << g.k
+           << " with " << g.warps << " warps";
   if (lhsScale)
     g.lhsScaleElems = cast<RankedTensorType>(lhsScale).getNumElements();
   if (rhsScale)
     g.rhsScaleElems = cast<RankedTensorType>(rhsScale).getNumElements();
   g.rhsScaleBase = g.lhsScaleElems * 4;
-  g.pitchA = g.k * g.elemBytes + kRowPadBytes;
-  g.pitchB = g.pitchA;
-  g.pitchC = g.n * 4 + kRowPadBytes;
+  // wgmma descriptors address 16-byte units; 128 keeps core matrices aligned.
   g.lhsBase = alignTo16((g.lhsScaleElems + g.rhsScaleElems) * 4);
-  g.rhsBase = g.lhsBase + g.m * g.pitchA;
-  g.resultBase = g.lhsBase; // operands are dead once the MMAs are done
-  g.totalBytes =
-      g.lhsBase + std::max(g.m * g.pitchA + g.n * g.pitchB, g.m * g.pitchC);
+  if (g.kind == MmaKind::Wgmma)
+    g.lhsBase = (g.lhsBase + 127) / 128 * 128;
+  g.rhsBase = g.lhsBase + g.operandBytes(g.m);
+  g.pitchC = g.n * 4 + kRowPadBytes;
+  g.resultBase = g.lhsBase; // operands are dead once the products are done
+  g.totalBytes = g.lhsBase + std::max(g.operandBytes(g.m) + g.operandBytes(g.n),
+                                      g.m * g.pitchC);
   return g;
 }
 
@@ -111,17 +133,48 @@ static Value byteAddress(ThreadCoords &c, int64_t base, Value row,
   return arith::AddIOp::create(c.b, c.loc, sum, c.constant(base));
 }
 
-/// Writes an operand tile as [row][k] rows of `pitch` bytes at `base`.
-static void stageOperand(ThreadCoords &c, Value tile, ValueRange values,
-                         unsigned contractDim, int64_t base, int64_t pitch,
-                         int64_t elemBytes) {
+/// Byte offset of operand element (row, k) inside its staged operand.
+static Value operandOffset(ThreadCoords &c, const MatmulGeometry &g, Value row,
+                           Value k) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  Value kByte = arith::MulIOp::create(b, loc, k, c.constant(g.elemBytes));
+  if (g.kind == MmaKind::MmaSync)
+    return arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, row, c.constant(g.rowPitch())),
+        kByte);
+  // wgmma, no swizzle: 8x16-byte core matrices, K-adjacent ones 128 bytes
+  // apart (the descriptor's leading offset), 8-row groups groupPitch apart
+  // (its stride offset).
+  auto shr = [&](Value v, int64_t s) {
+    return arith::ShRUIOp::create(b, loc, v, c.constant(s));
+  };
+  auto mask = [&](Value v, int64_t m) {
+    return arith::AndIOp::create(b, loc, v, c.constant(m));
+  };
+  Value group =
+      arith::MulIOp::create(b, loc, shr(row, 3), c.constant(g.groupPitch()));
+  Value core = arith::MulIOp::create(b, loc, shr(kByte, 4),
+                                     c.constant(kCoreMatrixBytes));
+  Value inCore = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, mask(row, 7), c.constant(16)),
+      mask(kByte, 15));
+  return arith::AddIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, group, core), inCore);
+}
+
+/// Writes an operand tile at `base`, rows being its non-contracted index.
+static void stageOperand(ThreadCoords &c, const MatmulGeometry &g, Value tile,
+                         ValueRange values, unsigned contractDim,
+                         int64_t base) {
   std::optional<TileDistribution> dist = TileDistribution::get(tile.getType());
   for (auto [pos, value] : llvm::zip(heldPositions(c, *dist), values)) {
     auto [r, col] = pos;
     Value row = contractDim == 1 ? r : col;
     Value kk = contractDim == 1 ? col : r;
-    storeScratch(c.b, c.loc, value,
-                 byteAddress(c, base, row, pitch, kk, elemBytes));
+    Value at = arith::AddIOp::create(c.b, c.loc, operandOffset(c, g, row, kk),
+                                     c.constant(base));
+    storeScratch(c.b, c.loc, value, at);
   }
 }
 
@@ -135,16 +188,46 @@ static void stageScale(ThreadCoords &c, Value tile, ValueRange values,
                  byteAddress(c, base, pos.first, cols * 4, pos.second, 4));
 }
 
-/// Runs the warp-level MMAs over the staged operands and writes the 32-bit
-/// accumulators to the result rows.
-static void emitMmas(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
+/// One accumulator value and the output element it belongs to.
+struct Product {
+  Value row, col, value;
+};
+
+/// The 16x8 accumulator fragment layout shared by mma.sync and (per warp,
+/// per 8 columns) wgmma: value e sits at row group + 8 * (e / 2), column
+/// 2 * quad + e % 2 of its block.
+static void appendFragment(ThreadCoords &c, SmallVectorImpl<Product> &out,
+                           Value rowBase, Value colBase,
+                           ArrayRef<Value> values) {
+  Value group = arith::ShRUIOp::create(c.b, c.loc, c.lane, c.constant(2));
+  Value quad = arith::AndIOp::create(c.b, c.loc, c.lane, c.constant(3));
+  Value row0 = arith::AddIOp::create(c.b, c.loc, rowBase, group);
+  Value col0 = arith::AddIOp::create(
+      c.b, c.loc, colBase,
+      arith::MulIOp::create(c.b, c.loc, quad, c.constant(2)));
+  for (auto [e, v] : llvm::enumerate(values))
+    out.push_back(
+        {arith::AddIOp::create(c.b, c.loc, row0, c.constant(8 * (e / 2))),
+         arith::AddIOp::create(c.b, c.loc, col0, c.constant(e % 2)), v});
+}
+
+static Type accumulatorType(OpBuilder &b, Type elemType) {
+  return elemType.isInteger(8) ? Type(b.getI32Type()) : Type(b.getF32Type());
+}
+
+static Value zeroOf(OpBuilder &b, Location loc, Type type) {
+  return arith::ConstantOp::create(b, loc, b.getZeroAttr(type));
+}
+
+/// mma.sync m16n8k32 (int8) / m16n8k16 (f16, bf16), warps tiling M then N.
+static SmallVector<Product>
+emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
-  MLIRContext *ctx = b.getContext();
   bool isInt = elemType.isInteger(8);
-  Type accType = isInt ? Type(b.getI32Type()) : Type(b.getF32Type());
+  Type accType = accumulatorType(b, elemType);
   auto resultType = LLVM::LLVMStructType::getLiteral(
-      ctx, {accType, accType, accType, accType});
+      b.getContext(), {accType, accType, accType, accType});
   NVVM::MMATypes ptxType = isInt              ? NVVM::MMATypes::s8
                            : elemType.isF16() ? NVVM::MMATypes::f16
                                               : NVVM::MMATypes::bf16;
@@ -153,78 +236,174 @@ static void emitMmas(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
     overflow = NVVM::MMAIntOverflow::wrapped;
   Type wordType = elemType.isF16() ? Type(VectorType::get({2}, elemType))
                                    : Type(b.getI32Type());
+  MmaSyncTiling tiling = mmaSyncTiling(g.m, g.warps);
+  constexpr int64_t kWordsPerStep = 8; // 32 bytes of K
 
   Value group = arith::ShRUIOp::create(b, loc, c.lane, c.constant(2));
   Value quad = arith::AndIOp::create(b, loc, c.lane, c.constant(3));
-  Value warpM = arith::AndIOp::create(b, loc, c.warp, c.constant(g.warpsM - 1));
-  Value warpN = arith::ShRUIOp::create(b, loc, c.warp,
-                                       c.constant(llvm::Log2_32(g.warpsM)));
-  Value rowInBlock = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, warpM, c.constant(kMmaM)), group);
-  Value colInBlock = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, warpN, c.constant(kMmaN)), group);
-  auto loadWord = [&](int64_t base, Value row, int64_t rowOffset, int64_t pitch,
+  Value warpM =
+      arith::AndIOp::create(b, loc, c.warp, c.constant(tiling.warpsM - 1));
+  Value warpN = arith::ShRUIOp::create(
+      b, loc, c.warp, c.constant(llvm::Log2_64(tiling.warpsM)));
+  Value warpRow = arith::MulIOp::create(b, loc, warpM, c.constant(16));
+  Value warpCol = arith::MulIOp::create(b, loc, warpN, c.constant(8));
+  auto loadWord = [&](int64_t base, Value block, int64_t rowOffset,
                       int64_t word) -> Value {
-    Value r = arith::AddIOp::create(b, loc, row, c.constant(rowOffset));
+    Value row = arith::AddIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, block, group),
+        c.constant(rowOffset));
     Value w = arith::AddIOp::create(b, loc, quad, c.constant(word));
     Value v = loadScratch(b, loc, b.getI32Type(),
-                          byteAddress(c, base, r, pitch, w, 4));
+                          byteAddress(c, base, row, g.rowPitch(), w, 4));
     return wordType == v.getType()
                ? v
                : Value(LLVM::BitcastOp::create(b, loc, wordType, v));
   };
 
-  int64_t tilesM = g.m / (kMmaM * g.warpsM), tilesN = g.n / (kMmaN * g.warpsN);
-  Value zero = isInt ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))
-                     : arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  int64_t tilesM = g.m / (16 * tiling.warpsM);
+  int64_t tilesN = g.n / (8 * tiling.warpsN);
+  Value zero = zeroOf(b, loc, accType);
   SmallVector<SmallVector<Value, 4>> acc(tilesM * tilesN,
                                          SmallVector<Value, 4>(4, zero));
-  for (int64_t ks = 0; ks < g.k / g.kPerMma(); ++ks) {
-    int64_t word0 = ks * kMmaKWords;
+  for (int64_t ks = 0; ks < g.kBytes() / 32; ++ks) {
+    int64_t word0 = ks * kWordsPerStep;
     SmallVector<SmallVector<Value, 4>> a(tilesM), bf(tilesN);
     for (int64_t i = 0; i < tilesM; ++i) {
-      int64_t row = i * kMmaM * g.warpsM;
-      a[i] = {loadWord(g.lhsBase, rowInBlock, row, g.pitchA, word0),
-              loadWord(g.lhsBase, rowInBlock, row + 8, g.pitchA, word0),
-              loadWord(g.lhsBase, rowInBlock, row, g.pitchA, word0 + 4),
-              loadWord(g.lhsBase, rowInBlock, row + 8, g.pitchA, word0 + 4)};
+      int64_t row = i * 16 * tiling.warpsM;
+      a[i] = {loadWord(g.lhsBase, warpRow, row, word0),
+              loadWord(g.lhsBase, warpRow, row + 8, word0),
+              loadWord(g.lhsBase, warpRow, row, word0 + 4),
+              loadWord(g.lhsBase, warpRow, row + 8, word0 + 4)};
     }
     for (int64_t j = 0; j < tilesN; ++j) {
-      int64_t col = j * kMmaN * g.warpsN;
-      bf[j] = {loadWord(g.rhsBase, colInBlock, col, g.pitchB, word0),
-               loadWord(g.rhsBase, colInBlock, col, g.pitchB, word0 + 4)};
+      int64_t col = j * 8 * tiling.warpsN;
+      bf[j] = {loadWord(g.rhsBase, warpCol, col, word0),
+               loadWord(g.rhsBase, warpCol, col, word0 + 4)};
     }
     for (int64_t i = 0; i < tilesM; ++i)
       for (int64_t j = 0; j < tilesN; ++j) {
-        SmallVector<Value, 4> &cfrag = acc[i * tilesN + j];
+        SmallVector<Value, 4> &frag = acc[i * tilesN + j];
         Value d = NVVM::MmaOp::create(
-            b, loc, resultType, a[i], bf[j], cfrag, {kMmaM, kMmaN, g.kPerMma()},
-            std::nullopt, overflow,
-            std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+            b, loc, resultType, a[i], bf[j], frag,
+            {16, 8, mmaK(elemType.getIntOrFloatBitWidth())}, std::nullopt,
+            overflow, std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
             std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                            NVVM::MMALayout::col});
         for (int64_t e = 0; e < 4; ++e)
-          cfrag[e] = LLVM::ExtractValueOp::create(b, loc, d, e);
+          frag[e] = LLVM::ExtractValueOp::create(b, loc, d, e);
       }
   }
-  barrier(b, loc); // every warp is done reading the operands
-
-  // Accumulator fragment e holds row group + 8 * (e / 2), column
-  // 2 * quad + e % 2 of its 16x8 block.
-  Value col2 = arith::MulIOp::create(b, loc, quad, c.constant(2));
+  SmallVector<Product> products;
   for (int64_t i = 0; i < tilesM; ++i)
     for (int64_t j = 0; j < tilesN; ++j)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value row = arith::AddIOp::create(
-            b, loc, rowInBlock, c.constant(i * kMmaM * g.warpsM + 8 * (e / 2)));
-        Value colBase = arith::MulIOp::create(b, loc, warpN, c.constant(kMmaN));
-        Value col = arith::AddIOp::create(
-            b, loc, arith::AddIOp::create(b, loc, colBase, col2),
-            c.constant(j * kMmaN * g.warpsN + e % 2));
-        storeScratch(b, loc, acc[i * tilesN + j][e],
-                     byteAddress(c, g.resultBase, row, g.pitchC, col, 4));
-      }
-  barrier(b, loc);
+      appendFragment(c, products,
+                     arith::AddIOp::create(b, loc, warpRow,
+                                           c.constant(i * 16 * tiling.warpsM)),
+                     arith::AddIOp::create(b, loc, warpCol,
+                                           c.constant(j * 8 * tiling.warpsN)),
+                     acc[i * tilesN + j]);
+  return products;
+}
+
+/// A wgmma shared-memory descriptor for a K-major, unswizzled operand block
+/// starting at byte `offset` of the scratch buffer.
+static Value wgmmaDescriptor(ThreadCoords &c, const MatmulGeometry &g,
+                             Value offset) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  Type i64 = b.getI64Type();
+  Value ptr = getScratchPtr(b, loc, offset);
+  Value addr = LLVM::PtrToIntOp::create(b, loc, i64, ptr);
+  auto field = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  Value start = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, addr, field(4)), field(0x3FFF));
+  int64_t leading = (kCoreMatrixBytes >> 4) << 16;
+  int64_t stride = (g.groupPitch() >> 4) << 32;
+  return arith::OrIOp::create(b, loc, start, field(leading | stride));
+}
+
+/// wgmma m64nNk32 (int8) / m64nNk16 (f16, bf16): warpgroup w takes 64-row
+/// blocks w, w + groups, ...; both operands come from shared memory.
+static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
+                                      Type elemType) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  MLIRContext *ctx = b.getContext();
+  bool isInt = elemType.isInteger(8);
+  Type accType = accumulatorType(b, elemType);
+  int64_t values = g.n / 2; // accumulator registers per thread per block
+  auto structType =
+      LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(values, accType));
+  NVVM::WGMMATypes inType = isInt              ? NVVM::WGMMATypes::s8
+                            : elemType.isF16() ? NVVM::WGMMATypes::f16
+                                               : NVVM::WGMMATypes::bf16;
+  NVVM::WGMMATypes outType =
+      isInt ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32;
+  int64_t groups = g.warps / 4, blocks = g.m / 64 / groups;
+  Value warpgroup = arith::ShRUIOp::create(b, loc, c.warp, c.constant(2));
+  Value warpInGroup = arith::AndIOp::create(b, loc, c.warp, c.constant(3));
+
+  SmallVector<Value> accs;
+  Value zero = zeroOf(b, loc, accType);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    Value acc = LLVM::UndefOp::create(b, loc, structType);
+    for (int64_t v = 0; v < values; ++v)
+      acc = LLVM::InsertValueOp::create(b, loc, acc, zero, v);
+    accs.push_back(acc);
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    // First row of this warpgroup's block, then its byte offset.
+    Value blockIndex =
+        arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups));
+    Value aBlock = arith::MulIOp::create(b, loc, blockIndex,
+                                         c.constant(64 / 8 * g.groupPitch()));
+    for (int64_t ks = 0; ks < g.kBytes() / 32; ++ks) {
+      int64_t kOffset = ks * 2 * kCoreMatrixBytes;
+      Value aOffset = arith::AddIOp::create(b, loc, aBlock,
+                                            c.constant(g.lhsBase + kOffset));
+      Value descA = wgmmaDescriptor(c, g, aOffset);
+      Value descB = wgmmaDescriptor(c, g, c.constant(g.rhsBase + kOffset));
+      accs[blk] = NVVM::WgmmaMmaAsyncOp::create(
+          b, loc, structType, accs[blk], descA, descB,
+          NVVM::MMAShapeAttr::get(ctx, 64, g.n,
+                                  mmaK(elemType.getIntOrFloatBitWidth())),
+          NVVM::WGMMATypesAttr::get(ctx, inType),
+          NVVM::WGMMATypesAttr::get(ctx, inType),
+          NVVM::WGMMATypesAttr::get(ctx, outType),
+          NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one),
+          NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+          NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+          NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+          NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+          NVVM::MMAIntOverflowAttr());
+    }
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+
+  // Per warp, the accumulator is the 16x8 fragment layout repeated over the
+  // N / 8 column blocks.
+  SmallVector<Product> products;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    Value blockRow = arith::MulIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups)),
+        c.constant(64));
+    Value rowBase = arith::AddIOp::create(
+        b, loc, blockRow,
+        arith::MulIOp::create(b, loc, warpInGroup, c.constant(16)));
+    for (int64_t j = 0; j < g.n / 8; ++j) {
+      SmallVector<Value, 4> frag;
+      for (int64_t e = 0; e < 4; ++e)
+        frag.push_back(
+            LLVM::ExtractValueOp::create(b, loc, accs[blk], j * 4 + e));
+      appendFragment(c, products, rowBase, c.constant(8 * j), frag);
+    }
+  }
+  return products;
 }
 
 /// Shared by both matmul ops: stage, multiply, read back with the epilogue.
@@ -236,7 +415,7 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   RankedTensorType resultType = op.getResult().getType();
   FailureOr<MatmulGeometry> geometry =
       getGeometry(op, op.getLhs(), op.getLhsContractDim(), lhsScaleType,
-                  rhsScaleType, resultType);
+                  rhsScaleType, resultType, op.getMma());
   if (failed(geometry))
     return failure();
   const MatmulGeometry &g = *geometry;
@@ -247,16 +426,26 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   ThreadCoords c(rw, loc);
   Type elemType = op.getLhs().getType().getElementType();
 
-  stageOperand(c, op.getLhs(), lhs, op.getLhsContractDim(), g.lhsBase, g.pitchA,
-               g.elemBytes);
-  stageOperand(c, op.getRhs(), rhs, op.getRhsContractDim(), g.rhsBase, g.pitchB,
-               g.elemBytes);
+  stageOperand(c, g, op.getLhs(), lhs, op.getLhsContractDim(), g.lhsBase);
+  stageOperand(c, g, op.getRhs(), rhs, op.getRhsContractDim(), g.rhsBase);
   if (lhsScaleType) {
     stageScale(c, op->getOperand(1), lhsScale, g.lhsScaleBase);
     stageScale(c, op->getOperand(3), rhsScale, g.rhsScaleBase);
   }
+  if (g.kind == MmaKind::Wgmma) // wgmma reads through the async proxy
+    NVVM::FenceProxyOp::create(
+        rw, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(rw.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
   barrier(rw, loc);
-  emitMmas(c, g, elemType);
+  SmallVector<Product> products = g.kind == MmaKind::Wgmma
+                                      ? emitWgmma(c, g, elemType)
+                                      : emitMmaSync(c, g, elemType);
+  barrier(rw, loc); // every warp is done reading the operands
+  for (const Product &p : products)
+    storeScratch(rw, loc, p.value,
+                 byteAddress(c, g.resultBase, p.row, g.pitchC, p.col, 4));
+  barrier(rw, loc);
 
   bool isInt = elemType.isInteger(8);
   Type f32 = rw.getF32Type();
@@ -293,8 +482,6 @@ struct QMatmulLowering : public OpConversionPattern<QMatmulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(QMatmulOp op, OneToNOpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
-    if (op.getMma() != MmaKind::MmaSync)
-      return rw.notifyMatchFailure(op, "not selected for mma_sync");
     return lowerMatmul(
         op, adaptor.getLhs(), adaptor.getRhs(), adaptor.getLhsScale(),
         adaptor.getRhsScale(), op.getAcc() ? adaptor.getAcc() : ValueRange(),
@@ -306,8 +493,6 @@ struct MatmulLowering : public OpConversionPattern<MatmulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(MatmulOp op, OneToNOpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
-    if (op.getMma() != MmaKind::MmaSync)
-      return rw.notifyMatchFailure(op, "not selected for mma_sync");
     return lowerMatmul(
         op, adaptor.getLhs(), adaptor.getRhs(), ValueRange(), ValueRange(),
         op.getAcc() ? adaptor.getAcc() : ValueRange(), Type(), Type(), rw);
@@ -321,10 +506,10 @@ int64_t mlir::sage::getMatmulScratchBytes(Operation *op) {
   if (auto q = dyn_cast<QMatmulOp>(op))
     g = getGeometry(op, q.getLhs(), q.getLhsContractDim(),
                     q.getLhsScale().getType(), q.getRhsScale().getType(),
-                    q.getResult().getType());
+                    q.getResult().getType(), q.getMma());
   else if (auto m = dyn_cast<MatmulOp>(op))
     g = getGeometry(op, m.getLhs(), m.getLhsContractDim(), Type(), Type(),
-                    m.getResult().getType());
+                    m.getResult().getType(), m.getMma());
   return succeeded(g) ? g->totalBytes : 0;
 }
 

@@ -14,7 +14,13 @@
 // Per-block absmax: shuffles across lanes, then across warps.
 // CHECK: shfl.sync.bfly.b32
 // CHECK: bar.sync 0;
-// Round to nearest even, then the INT8 tensor-core product.
+// Round to nearest even, then the INT8 tensor-core product: wgmma from
+// shared-memory descriptors on sm_90a, mma.sync elsewhere.
 // CHECK: cvt.rni.f32.f32
-// CHECK: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+// SM90: fence.proxy.async.shared::cta
+// SM90: wgmma.fence.sync.aligned
+// SM90: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
+// SM90: wgmma.commit_group.sync.aligned
+// SM90: wgmma.wait_group.sync.aligned 0
+// SM80: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
 // CHECK: @%p{{[0-9]+}} st.global.f32

@@ -1,5 +1,6 @@
 //===- SelectMma.cpp - record the tensor-core instruction of matmuls ------===//
 
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
 
@@ -14,12 +15,29 @@ using namespace mlir::sage;
 namespace {
 struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
   void runOnOperation() override {
-    // mma.sync runs on every supported target; wgmma is selected here once
-    // its lowering lands (sm_90a, 64-row warpgroup tiles).
-    getOperation().walk([](Operation *op) {
+    ModuleOp module = getOperation();
+    auto target =
+        module->getAttrOfType<StringAttr>(SageDialect::kTargetAttrName);
+    // wgmma exists only on sm_90a (the "a" features are not forward
+    // compatible); mma.sync runs everywhere from sm_80 on.
+    bool hasWgmma = target && target.getValue() == "sm_90a";
+    int64_t warps = 4;
+    if (auto attr =
+            module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))
+      warps = attr.getInt();
+    module.walk([&](Operation *op) {
       if (!isa<QMatmulOp, MatmulOp>(op) || op->hasAttr("mma"))
         return;
-      op->setAttr("mma", MmaKindAttr::get(op->getContext(), MmaKind::MmaSync));
+      auto lhs = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto result = cast<RankedTensorType>(op->getResult(0).getType());
+      int64_t k = lhs.getDimSize(
+          op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt());
+      bool wgmma =
+          hasWgmma && fitsWgmma(result.getDimSize(0), result.getDimSize(1), k,
+                                lhs.getElementTypeBitWidth(), warps);
+      op->setAttr("mma",
+                  MmaKindAttr::get(op->getContext(),
+                                   wgmma ? MmaKind::Wgmma : MmaKind::MmaSync));
     });
   }
 };

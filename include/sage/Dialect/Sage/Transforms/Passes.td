@@ -43,11 +43,13 @@ def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
   let description = [{
     Records on each `sage.qmatmul` and `sage.matmul` without a choice which
     instruction family lowers it (`using mma_sync` or `using wgmma`), from
-    the module's `sage.target` and the tile shapes, so the choice is visible
-    in dumps and testable apart from the lowering. Today every matmul gets
-    `mma_sync` (m16n8k32 for INT8, m16n8k16 for f16/bf16), which runs on
-    sm_80 and later including the H100; the wgmma path is chosen here once
-    its lowering exists. A choice already present is kept.
+    the module's `sage.target`, `sage.num_warps` and the tile shapes, so the
+    choice is visible in dumps and testable apart from the lowering. On
+    `sm_90a`, matmuls whose output rows split into 64-row blocks per
+    warpgroup (and whose width is a legal wgmma N) get `wgmma`
+    (m64nNk32 for INT8, m64nNk16 for f16/bf16); everything else gets
+    `mma_sync` (m16n8k32 / m16n8k16), which runs from sm_80 on. A choice
+    already present is kept.
   }];
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }

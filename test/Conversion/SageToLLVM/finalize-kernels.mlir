@@ -1,0 +1,14 @@
+// Lowered sage kernels become NVVM kernels sized by sage.num_warps.
+// RUN: sage-opt %s --sage-finalize-kernels | FileCheck %s
+
+module attributes {sage.num_warps = 8 : i32} {
+  // CHECK: llvm.func @k() attributes {nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>, sage.kernel, sage.shared_memory = 64 : i64}
+  llvm.func @k() attributes {sage.kernel, sage.shared_memory = 64 : i64} {
+    llvm.return
+  }
+  // CHECK: llvm.func @helper()
+  // CHECK-NOT: nvvm.kernel
+  llvm.func @helper() {
+    llvm.return
+  }
+}

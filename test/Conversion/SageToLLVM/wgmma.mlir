@@ -1,0 +1,34 @@
+// On sm_90a, matmuls selected for wgmma stage their operands as 8x16-byte
+// core matrices and issue warpgroup MMAs from shared-memory descriptors.
+// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @qk
+// Descriptor: leading offset 128 B (8 << 16), stride offset 8 rows x 128 B
+// of K = 1024 B (64 << 32).
+// CHECK: arith.constant 274878431232 : i64
+// The async proxy must see the generic-proxy stores before the barrier.
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<3>
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: arith.sitofp
+// ASM: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $66, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
+func.func @qk(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %s : tensor<64x64xf32>
+}
+
+// Two 64-row blocks for one warpgroup: two chains of K / 16 wgmmas.
+// CHECK-LABEL: func.func @dp
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+func.func @dp(%do: tensor<128x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<128x64xf32> {
+  %dp = sage.matmul %do, %v contract(1, 1) : tensor<128x64xbf16>, tensor<64x64xbf16> -> tensor<128x64xf32>
+  return %dp : tensor<128x64xf32>
+}
+}

@@ -1,0 +1,48 @@
+// sage-select-mma records the instruction family of every matmul.
+// RUN: sage-opt %s --split-input-file --sage-select-mma | FileCheck %s
+
+// sm_90a: wgmma when 64-row blocks split evenly over the warpgroups.
+// CHECK-LABEL: func.func @hopper
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @hopper(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>, %small: tensor<16x128xi8>,
+                  %r40: tensor<40x128xi8>, %h: tensor<128x64xf16>) {
+  // CHECK: contract(1, 1) using wgmma
+  %0 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  // 16 output rows are too few for a warpgroup: mma.sync.
+  // CHECK: contract(1, 1) using mma_sync
+  %1 = sage.qmatmul %small[%s], %q[%s] contract(1, 1) : tensor<16x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<16x64xf32>
+  // INT8 wgmma has no N = 40: mma.sync.
+  // CHECK: contract(1, 1) using mma_sync
+  %2 = sage.qmatmul %q[%s], %r40[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<40x128xi8>, tensor<1x1xf32> -> tensor<64x40xf32>
+  // CHECK: sage.matmul {{.*}} contract(1, 1) using wgmma
+  %3 = sage.matmul %h, %h contract(1, 1) : tensor<128x64xf16>, tensor<128x64xf16> -> tensor<128x128xf32>
+  // An existing choice is kept.
+  // CHECK: contract(1, 1) using mma_sync
+  %4 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) using mma_sync : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return
+}
+}
+
+// -----
+
+// Other targets, or no target: mma.sync.
+// CHECK-LABEL: func.func @ampere
+module attributes {sage.target = "sm_90", sage.num_warps = 4 : i32} {
+func.func @ampere(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>) {
+  // CHECK: using mma_sync
+  %0 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return
+}
+}
+
+// -----
+
+// Two warps cannot form a warpgroup.
+// CHECK-LABEL: func.func @two_warps
+module attributes {sage.target = "sm_90a", sage.num_warps = 2 : i32} {
+func.func @two_warps(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>) {
+  // CHECK: using mma_sync
+  %0 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return
+}
+}
