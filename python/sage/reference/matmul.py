@@ -1,67 +1,127 @@
-"""``sage.qmatmul`` and ``sage.matmul``."""
+"""``sage.qmatmul`` (i8 x i8 -> i32, scaled) and ``sage.matmul`` (16-bit).
+
+Operand layouts follow the dialect's ``contract(lhs_contract, rhs_contract)``:
+lhs is ``M x K`` when ``lhs_contract == 1`` and ``K x M`` when 0; rhs is
+``N x K`` when ``rhs_contract == 1`` and ``K x N`` when 0; the result is
+``M x N``. So ``contract(1, 1)`` is ``lhs @ rhs.T`` and ``contract(1, 0)``
+is ``lhs @ rhs``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sage.reference.tiles import require_tile
+from sage.reference.tiles import require_axis, require_tile, to_bf16
 
-MAX_INT8_CONTRACTION = 131072  # 127 * 127 * 131072 < 2**31
+# 127 * 127 * 131072 < 2**31: the int32 accumulator cannot overflow.
+MAX_INT8_CONTRACTION = 131072
 
 
-def _as_rows_by_k(x: np.ndarray, contract: int, name: str) -> np.ndarray:
-    if contract not in (0, 1):
-        raise ValueError(f"{name} contracted dimension must be 0 or 1, got {contract}")
+def _rows_by_k(x: np.ndarray, contract: int, name: str) -> np.ndarray:
+    """The operand as ``rows x K`` (transposed when it contracts dimension 0)."""
+    require_tile(x, name)
+    require_axis(contract, f"{name}_contract")
     return x if contract == 1 else x.T
 
 
-def int8_dot(lhs: np.ndarray, rhs: np.ndarray, lhs_contract: int = 1,
+def _check_acc(acc: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+    if acc is None:
+        return np.zeros(shape, np.float64)
+    if not isinstance(acc, np.ndarray) or acc.shape != shape:
+        raise ValueError(f"acc must have the result's shape {shape}, "
+                         f"got {getattr(acc, 'shape', type(acc).__name__)}")
+    return acc.astype(np.float64)
+
+
+def int8_dot(lhs_q: np.ndarray, rhs_q: np.ndarray, lhs_contract: int = 1,
              rhs_contract: int = 1) -> np.ndarray:
-    """The exact integer product of two int8 tiles, as int32 (M x N)."""
-    require_tile(lhs, "lhs")
-    require_tile(rhs, "rhs")
-    a = _as_rows_by_k(lhs, lhs_contract, "lhs").astype(np.int64)
-    b = _as_rows_by_k(rhs, rhs_contract, "rhs").astype(np.int64)
+    """The exact integer product of two int8 tiles, ``M x N`` int32.
+
+    Computed in int64; raises ValueError if the contraction is longer than
+    131072 or a result does not fit int32 (possible only with -128 entries,
+    which the quantizer never produces).
+    """
+    for name, x in (("lhs", lhs_q), ("rhs", rhs_q)):
+        if isinstance(x, np.ndarray) and x.dtype != np.int8:
+            raise ValueError(f"{name} must be int8, got {x.dtype}")
+    a = _rows_by_k(lhs_q, lhs_contract, "lhs").astype(np.int64)
+    b = _rows_by_k(rhs_q, rhs_contract, "rhs").astype(np.int64)
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"contracted sizes differ: {a.shape[1]} vs {b.shape[1]}")
+        raise ValueError(f"contracted sizes differ: lhs {a.shape[1]}, rhs {b.shape[1]}")
     if a.shape[1] > MAX_INT8_CONTRACTION:
         raise ValueError(f"contraction of {a.shape[1]} elements may overflow int32 "
                          f"(at most {MAX_INT8_CONTRACTION})")
     dot = a @ b.T
-    assert np.all(np.abs(dot) < 2**31)
+    if dot.size and (dot.max() > np.iinfo(np.int32).max or dot.min() < np.iinfo(np.int32).min):
+        raise ValueError("the int8 product does not fit int32")
     return dot.astype(np.int32)
 
 
-def _row_scale(scale: np.ndarray, operand: np.ndarray, contract: int, name: str) -> np.ndarray:
-    """The operand's scale as a column (one value per output row/col)."""
-    other = 1 - contract
-    if scale.ndim != 2 or scale.shape[contract] != 1:
-        raise ValueError(f"{name} scale {scale.shape} varies along the contracted dimension")
-    if scale.shape[other] not in (1, operand.shape[other]):
-        raise ValueError(f"{name} scale must have size 1 or {operand.shape[other]} "
-                         f"along dimension {other}, got {scale.shape[other]}")
-    return scale.reshape(-1, 1) if scale.shape[other] != 1 else scale.reshape(1, 1)
+def _scale_column(scale: np.ndarray, operand: np.ndarray, contract: int, name: str) -> np.ndarray:
+    """An operand's scale as a float64 column: one value per result row/column.
+
+    The scale has the operand's rank: size 1 along the contracted dimension,
+    and 1 or the operand's size along the other.
+    """
+    if not isinstance(scale, np.ndarray) or scale.ndim != 2:
+        raise ValueError(f"{name} scale must be a 2-D numpy array, "
+                         f"got {getattr(scale, 'shape', type(scale).__name__)}")
+    if not np.issubdtype(scale.dtype, np.floating):
+        raise ValueError(f"{name} scale must be float32, got {scale.dtype}")
+    kept = 1 - contract
+    if scale.shape[contract] != 1:
+        raise ValueError(f"{name} scale {scale.shape}: scale varies along the "
+                         "contracted dimension")
+    if scale.shape[kept] not in (1, operand.shape[kept]):
+        raise ValueError(f"{name} scale {scale.shape} must have size 1 or "
+                         f"{operand.shape[kept]} along dimension {kept}")
+    return scale.astype(np.float64).reshape(-1, 1)
 
 
-def qmatmul(lhs: np.ndarray, lhs_scale: np.ndarray, rhs: np.ndarray, rhs_scale: np.ndarray,
-            lhs_contract: int = 1, rhs_contract: int = 1,
+def qmatmul(lhs_q: np.ndarray, lhs_scale: np.ndarray, rhs_q: np.ndarray,
+            rhs_scale: np.ndarray, lhs_contract: int = 1, rhs_contract: int = 1,
             acc: np.ndarray | None = None) -> np.ndarray:
-    """``acc + f(dot) * (lhs_scale * rhs_scale)``; the epilogue in float64."""
-    dot = int8_dot(lhs, rhs, lhs_contract, rhs_contract)
-    sa = _row_scale(np.asarray(lhs_scale), lhs, lhs_contract, "lhs").astype(np.float64)
-    sb = _row_scale(np.asarray(rhs_scale), rhs, rhs_contract, "rhs").astype(np.float64)
-    out = dot.astype(np.float64) * (sa * sb.T)
-    return out if acc is None else np.asarray(acc, np.float64) + out
+    """``sage.qmatmul``: ``acc + float(dot) * (lhs_scale * rhs_scale)``, ``M x N`` float64.
+
+    ``dot`` is :func:`int8_dot`. ``lhs_scale`` is ``(M,1)`` or ``(1,1)`` when
+    ``lhs_contract == 1`` and ``(1,M)`` or ``(1,1)`` when 0; ``rhs_scale`` is
+    ``(N,1)``/``(1,1)`` when ``rhs_contract == 1`` and ``(1,N)``/``(1,1)``
+    when 0. A scale that is not size 1 along its operand's contracted
+    dimension is a ValueError. The epilogue is computed in float64 (the GPU
+    does it in f32: compare with a tolerance, or emulate the f32 epilogue).
+    """
+    dot = int8_dot(lhs_q, rhs_q, lhs_contract, rhs_contract)
+    lhs_s = _scale_column(lhs_scale, lhs_q, lhs_contract, "lhs")
+    rhs_s = _scale_column(rhs_scale, rhs_q, rhs_contract, "rhs")
+    return _check_acc(acc, dot.shape) + dot.astype(np.float64) * (lhs_s * rhs_s.T)
+
+
+def _check_16bit(x: np.ndarray, name: str) -> None:
+    if x.dtype == np.float16:
+        return
+    if x.dtype != np.float32:
+        raise ValueError(f"{name} must be float16 or bf16 values in float32, got {x.dtype}")
+    same = (to_bf16(x) == x) | np.isnan(x)
+    if not same.all():
+        raise ValueError(f"{name} is float32 standing for bf16 but holds values that bf16 "
+                         "cannot represent (round them with to_bf16)")
 
 
 def matmul(lhs: np.ndarray, rhs: np.ndarray, lhs_contract: int = 1, rhs_contract: int = 1,
            acc: np.ndarray | None = None) -> np.ndarray:
-    """The 16-bit matmul in float64 (the GPU accumulates in f32)."""
-    require_tile(lhs, "lhs")
-    require_tile(rhs, "rhs")
-    a = _as_rows_by_k(lhs, lhs_contract, "lhs").astype(np.float64)
-    b = _as_rows_by_k(rhs, rhs_contract, "rhs").astype(np.float64)
+    """``sage.matmul``: ``acc + sum_k lhs * rhs`` of two 16-bit tiles, ``M x N`` float64.
+
+    Both operands are float16, or both are float32 arrays holding
+    bf16-representable values. Products and sums are float64; the GPU
+    accumulates in f32 in its own order, so compare with a tolerance.
+    """
+    a = _rows_by_k(lhs, lhs_contract, "lhs")
+    b = _rows_by_k(rhs, rhs_contract, "rhs")
+    _check_16bit(a, "lhs")
+    _check_16bit(b, "rhs")
+    if a.dtype != b.dtype:
+        raise ValueError(f"operands must both be f16 or both bf16, got {a.dtype} and {b.dtype}")
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"contracted sizes differ: {a.shape[1]} vs {b.shape[1]}")
-    out = a @ b.T
-    return out if acc is None else np.asarray(acc, np.float64) + out
+        raise ValueError(f"contracted sizes differ: lhs {a.shape[1]}, rhs {b.shape[1]}")
+    out = a.astype(np.float64) @ b.astype(np.float64).T
+    return _check_acc(acc, out.shape) + out

@@ -1,4 +1,9 @@
-"""``sage.quantize`` and ``sage.dequantize`` with the INT8 schemes."""
+"""``sage.quantize`` and ``sage.dequantize`` with the ``#sage.int8`` scheme.
+
+The quantizer's arithmetic is emulated exactly in float32 with numpy float32
+operations (IEEE round-to-nearest), never in float64 followed by a cast, so a
+kernel's int8 values and scales can be compared bit for bit.
+"""
 
 from __future__ import annotations
 
@@ -10,76 +15,106 @@ GRANULARITIES = ("per_block", "per_token", "per_channel")
 ROUNDINGS = ("rne", "rna")
 INT8_MAX = 127
 
+# Axes reduced to get one value per granule.
+_GRANULE_AXES = {"per_block": (0, 1), "per_token": (1,), "per_channel": (0,)}
+
 
 def scale_shape(shape: tuple[int, int], granularity: str) -> tuple[int, int]:
-    """Shape of the scale tile for a tile of ``shape``."""
-    m, n = shape
+    """Shape of the scale tile of an ``M x N`` tile: ``(1,1)``, ``(M,1)`` or ``(1,N)``."""
+    rows, cols = shape
     if granularity == "per_block":
         return (1, 1)
     if granularity == "per_token":
-        return (m, 1)
+        return (rows, 1)
     if granularity == "per_channel":
-        return (1, n)
+        return (1, cols)
     raise ValueError(f"unknown granularity {granularity!r}; expected one of {GRANULARITIES}")
 
 
-def _granule_absmax(x32: np.ndarray, granularity: str) -> np.ndarray:
-    """max |x| over each granule, keeping rank 2 (exact; NaN propagates)."""
-    axes = {"per_block": (0, 1), "per_token": (1,), "per_channel": (0,)}[granularity]
-    return np.max(np.abs(x32), axis=axes, keepdims=True)
+def _check_scales(scales: object, shape: tuple[int, int], granularity: str) -> np.ndarray:
+    expected = scale_shape(shape, granularity)
+    if not isinstance(scales, np.ndarray) or scales.shape != expected:
+        got = getattr(scales, "shape", type(scales).__name__)
+        raise ValueError(f"{granularity} scales of a {shape} tile have shape "
+                         f"{expected}, got {got}")
+    if scales.dtype != np.float32:
+        raise ValueError(f"scales must be float32 (the dialect's f32), got {scales.dtype}; "
+                         "cast them explicitly")
+    return scales
 
 
-def _round(y: np.ndarray, rounding: str) -> np.ndarray:
+def round_to_integer(y: np.ndarray, rounding: str) -> np.ndarray:
+    """Rounds float32 ``y`` to integral float32 values.
+
+    ``"rne"``: half to even (``np.rint``). ``"rna"``: half away from zero,
+    ``sign(y) * floor(|y| + 0.5)`` with the addition in float64, where it is
+    exact for every float32 that is not already an integer (and cannot round
+    a value below one half up to 1). NaN and infinities pass through.
+    """
+    y = np.asarray(y, dtype=np.float32)
     if rounding == "rne":
         return np.rint(y)
     if rounding == "rna":
-        # floor(|y| + 0.5) is exact here: |y| <= 127 * (1 + 2^-23) after the
-        # clamp-free product, and adding 0.5 to such float32 values is exact
-        # in float64.
-        mag = np.floor(np.abs(y.astype(np.float64)) + 0.5)
-        return (np.sign(y) * mag).astype(np.float32)
+        magnitude = np.floor(np.abs(y.astype(np.float64)) + 0.5)
+        return (np.sign(y) * magnitude).astype(np.float32)
     raise ValueError(f"unknown rounding {rounding!r}; expected one of {ROUNDINGS}")
 
 
-def quantize(x: np.ndarray, granularity: str = "per_block", rounding: str = "rne",
-             scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric INT8 quantization exactly as ``sage.quantize`` defines it.
+def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
+             scale: np.ndarray | None = None, qmax: int = INT8_MAX
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """``sage.quantize``: symmetric INT8 quantization of a float16/float32 tile.
 
-    Per granule, in float32: ``scale = absmax / 127``,
-    ``inv = 0 if scale == 0 else 1 / scale``, ``q = clamp(round(x * inv),
-    -127, 127)``. With ``scale`` given, that scale is used and returned.
+    Per granule (the whole tile, a row or a column for ``"per_block"``,
+    ``"per_token"``, ``"per_channel"``), all in float32::
+
+        absmax = max |x|                        (exact; NaN if the granule holds NaN)
+        scale  = absmax / qmax                  (f32 division)
+        inv    = 0 if scale == 0 else 1 / scale (f32 division)
+        y      = x * inv                        (f32 multiply)
+        q      = clip(round(y), -qmax, qmax)    ("rne" or "rna", see round_to_integer)
+
+    With ``scale`` (float32, shape :func:`scale_shape`) no absmax is computed:
+    that scale is used and returned. An all-zero granule (``-0.0`` included)
+    gets scale 0 and q 0. A granule holding NaN or infinity (or a given
+    non-finite scale) keeps its NaN/infinite scale; its q values are
+    unspecified by the dialect and are 0 here. Float32 inputs stand for f32 or
+    bf16 tiles (bf16 values held in float32).
 
     Returns:
-        ``(q, scales)``: int8 values and float32 scales of
-        :func:`scale_shape`.
+        ``(q, scales)``: an int8 tile of ``x``'s shape and float32 scales.
     """
     require_tile(x, "x")
+    if x.dtype not in (np.float16, np.float32):
+        raise ValueError(f"quantize takes float16 or float32 (bf16 values in float32) tiles, "
+                         f"got {x.dtype}")
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}; expected one of {ROUNDINGS}")
-    expected = scale_shape(x.shape, granularity)
-    x32 = np.asarray(x, dtype=np.float32)
+    scale_shape(x.shape, granularity)  # validates the granularity
+    if isinstance(qmax, bool) or not isinstance(qmax, (int, np.integer)) or not 1 <= qmax <= 127:
+        raise ValueError(f"qmax must be an integer in [1, 127], got {qmax!r}")
+
+    axes = _GRANULE_AXES[granularity]
+    x32 = x.astype(np.float32)  # exact for float16 and float32
     with np.errstate(all="ignore"):
+        absmax = np.max(np.abs(x32), axis=axes, keepdims=True)
         if scale is None:
-            scales = _granule_absmax(x32, granularity) / np.float32(INT8_MAX)
+            scales = absmax / np.float32(qmax)
         else:
-            scales = np.asarray(scale)
-            if scales.shape != expected:
-                raise ValueError(f"{granularity} scales of a {x.shape} tile have shape "
-                                 f"{expected}, got {scales.shape}")
-            scales = scales.astype(np.float32)
+            scales = _check_scales(scale, x.shape, granularity).copy()
         inv = np.where(scales == 0, np.float32(0), np.float32(1) / scales).astype(np.float32)
-        y = (x32 * inv).astype(np.float32)
-        r = _round(y, rounding)
-        r = np.where(np.isfinite(r), r, 0)  # unspecified for NaN/inf granules
-        q = np.clip(r, -INT8_MAX, INT8_MAX).astype(np.int8)
+        y = x32 * inv  # float32 * float32 -> float32, rounded once
+        r = round_to_integer(y, rounding)
+        r = np.where(np.isnan(r), np.float32(0), r)  # NaN converts to 0 (saturating cvt)
+        q = np.clip(r, -qmax, qmax).astype(np.int8)
+    bad = ~(np.isfinite(absmax) & np.isfinite(scales))  # non-finite granules: q = 0
+    q[np.broadcast_to(bad, q.shape)] = 0
     return q, scales.astype(np.float32)
 
 
-def dequantize(q: np.ndarray, scales: np.ndarray, granularity: str = "per_block") -> np.ndarray:
-    """``f32(q) * scale`` per element, in float32 (``sage.dequantize``)."""
+def dequantize(q: np.ndarray, scales: np.ndarray, granularity: str) -> np.ndarray:
+    """``sage.dequantize``: ``float32(q) * scale`` per element, the product in float32."""
     require_tile(q, "q")
-    expected = scale_shape(q.shape, granularity)
-    if scales.shape != expected:
-        raise ValueError(f"{granularity} scales of a {q.shape} tile have shape "
-                         f"{expected}, got {scales.shape}")
-    return (q.astype(np.float32) * scales.astype(np.float32)).astype(np.float32)
+    _check_scales(scales, q.shape, granularity)
+    with np.errstate(all="ignore"):  # an infinite scale times q = 0 is NaN
+        return q.astype(np.float32) * scales

@@ -1,100 +1,117 @@
-"""Tile ops: smooth, reduce, broadcast, iota, masked load/store, bf16."""
+"""Tile ops: ``sage.smooth``, ``sage.reduce``, ``sage.broadcast``, ``sage.iota``,
+plus the bfloat16 helper :func:`to_bf16` and argument checks shared by the
+other modules."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+REDUCTIONS = ("sum", "max", "min", "absmax")
 
-def require_tile(x: np.ndarray, name: str) -> None:
-    """Raises ValueError unless ``x`` is a non-empty 2-D array."""
+
+def require_tile(x: object, name: str) -> np.ndarray:
+    """Returns ``x`` if it is a non-empty 2-D numpy array, else raises ValueError."""
     if not isinstance(x, np.ndarray) or x.ndim != 2 or 0 in x.shape:
-        raise ValueError(f"{name} must be a non-empty 2-D array, got "
-                         f"{getattr(x, 'shape', type(x).__name__)}")
+        what = getattr(x, "shape", type(x).__name__)
+        raise ValueError(f"{name} must be a non-empty 2-D array (a numpy tile), got {what}")
+    return x
 
 
-def _require_axis(axis: int) -> None:
-    if axis not in (0, 1):
-        raise ValueError(f"axis must be 0 or 1, got {axis}")
+def require_axis(axis: int, name: str = "axis") -> int:
+    """Returns ``axis`` if it is 0 or 1, else raises ValueError."""
+    if axis not in (0, 1) or isinstance(axis, bool):
+        raise ValueError(f"{name} must be 0 or 1, got {axis!r}")
+    return int(axis)
+
+
+def require_pair(value: Sequence[int], name: str) -> tuple[int, int]:
+    """Returns ``value`` as a pair of Python ints, else raises ValueError."""
+    pair = tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must have 2 entries (one per dimension), got {len(pair)}")
+    return pair  # type: ignore[return-value]
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
-    """Rounds float32 values to bfloat16 (nearest, ties to even); float32 out."""
-    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
-    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
-        & np.uint32(0xFFFF0000)
-    out = np.where(np.isnan(np.asarray(x, dtype=np.float32)), bits, rounded)
-    return out.astype(np.uint32).view(np.float32)
+    """Rounds values to the nearest bfloat16 and returns them as float32.
+
+    bfloat16 is the upper 16 bits of a float32 (8 significand bits including
+    the implicit one), so the rounding is round-to-nearest-even on those bits;
+    values beyond the largest bf16 round to infinity as IEEE requires. A NaN
+    stays a NaN (its sign and upper payload are kept and the quiet bit is set,
+    so the result is a bf16 NaN). float16/float64 input is first converted to
+    float32 (exact for float16).
+    """
+    x32 = np.asarray(x, dtype=np.float32)
+    bits = x32.view(np.uint32)
+    lsb = (bits >> np.uint32(16)) & np.uint32(1)
+    with np.errstate(over="ignore"):  # only NaN bit patterns can wrap around
+        rounded = (bits + np.uint32(0x7FFF) + lsb) & np.uint32(0xFFFF0000)
+    nan = (bits & np.uint32(0xFFFF0000)) | np.uint32(0x00400000)
+    out = np.where(np.isnan(x32), nan, rounded).astype(np.uint32)
+    return out.view(np.float32)
 
 
 def smooth(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(x - mean, mean)`` with the mean over ``axis`` kept as size 1 (float64)."""
+    """``sage.smooth``: returns ``(x - mean, mean)`` in float64.
+
+    ``mean`` is the average over ``axis`` (the token axis) with that axis kept
+    at size 1: shape ``(1, N)`` for ``axis=0``, ``(M, 1)`` for ``axis=1``.
+    The dialect computes it in f32; compare with a tolerance.
+    """
     require_tile(x, "x")
-    _require_axis(axis)
+    axis = require_axis(axis)
     x64 = np.asarray(x, dtype=np.float64)
     mean = x64.mean(axis=axis, keepdims=True)
     return x64 - mean, mean
 
 
 def reduce(x: np.ndarray, kind: str, axis: int) -> np.ndarray:
-    """``sage.reduce``: sum, max, min or absmax along ``axis``, kept as size 1.
+    """``sage.reduce``: ``kind`` in ``("sum", "max", "min", "absmax")`` along ``axis``.
 
-    Sums of floating-point tiles are accumulated and returned in float64 (the
-    dialect accumulates 16-bit sums in f32); integer sums in int64.
+    The reduced axis is kept with size 1. ``max``/``min``/``absmax`` are
+    exact and keep the float dtype (a NaN in the set gives NaN). Float sums
+    are accumulated and returned in float64 (the dialect accumulates 16-bit
+    sums in f32, in an unspecified order: compare with a tolerance). Integer
+    sums and integer ``absmax`` are computed and returned in int64, so they
+    cannot wrap (``|-128|`` does not fit int8).
     """
     require_tile(x, "x")
-    _require_axis(axis)
+    axis = require_axis(axis)
+    integer = np.issubdtype(x.dtype, np.integer)
     if kind == "sum":
-        acc = np.float64 if np.issubdtype(x.dtype, np.floating) else np.int64
-        return np.sum(x, axis=axis, keepdims=True, dtype=acc)
+        return np.sum(x, axis=axis, keepdims=True, dtype=np.int64 if integer else np.float64)
     if kind == "max":
         return np.max(x, axis=axis, keepdims=True)
     if kind == "min":
         return np.min(x, axis=axis, keepdims=True)
     if kind == "absmax":
-        return np.max(np.abs(x), axis=axis, keepdims=True)
-    raise ValueError(f"unknown reduction {kind!r}; expected sum, max, min or absmax")
+        wide = x.astype(np.int64) if integer else x
+        return np.max(np.abs(wide), axis=axis, keepdims=True)
+    raise ValueError(f"unknown reduction {kind!r}; expected one of {REDUCTIONS}")
 
 
-def broadcast(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Expands size-1 dimensions to ``shape`` (``sage.broadcast``)."""
+def broadcast(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """``sage.broadcast``: repeats size-1 dimensions of ``x`` up to ``shape``.
+
+    Every other dimension must already equal the target's (ValueError
+    otherwise). Returns a new array of ``x``'s dtype.
+    """
     require_tile(x, "x")
-    for have, want in zip(x.shape, shape):
-        if have not in (1, want):
-            raise ValueError(f"cannot broadcast {x.shape} to {tuple(shape)}: "
+    target = require_pair(shape, "shape")
+    for have, want in zip(x.shape, target):
+        if have != want and have != 1:
+            raise ValueError(f"cannot broadcast {x.shape} to {target}: "
                              "only size-1 dimensions expand")
-    return np.broadcast_to(x, shape).copy()
+    return np.broadcast_to(x, target).copy()
 
 
-def iota(shape: tuple[int, int], axis: int) -> np.ndarray:
-    """Each element's index along ``axis`` (int32)."""
-    _require_axis(axis)
-    rows, cols = np.indices(shape, dtype=np.int32)
-    return rows if axis == 0 else cols
-
-
-def _positions(offsets, strides, bounds, shape):
-    r = offsets[0] + np.arange(shape[0])[:, None]
-    c = offsets[1] + np.arange(shape[1])[None, :]
-    valid = (r >= 0) & (r < bounds[0]) & (c >= 0) & (c < bounds[1])
-    return r * strides[0] + c * strides[1], valid
-
-
-def load(buffer: np.ndarray, offsets, strides, bounds, shape) -> np.ndarray:
-    """``sage.load`` from flat memory: out-of-bounds elements read as 0."""
-    address, valid = _positions(offsets, strides, bounds, shape)
-    out = np.zeros(shape, dtype=buffer.dtype)
-    out[valid] = buffer[address[valid]]
-    return out
-
-
-def store(buffer: np.ndarray, value: np.ndarray, offsets, strides, bounds,
-          atomic_add: bool = False) -> None:
-    """``sage.store`` into flat memory, in place; out-of-bounds are dropped."""
-    require_tile(value, "value")
-    if atomic_add and buffer.dtype != np.float32:
-        raise ValueError("atomic_add needs a float32 buffer")
-    address, valid = _positions(offsets, strides, bounds, value.shape)
-    if atomic_add:
-        np.add.at(buffer, address[valid], value[valid].astype(np.float32))
-    else:
-        buffer[address[valid]] = value[valid]
+def iota(shape: Sequence[int], axis: int) -> np.ndarray:
+    """``sage.iota``: an int32 tile whose element ``(i, j)`` is ``i`` (axis 0) or ``j`` (axis 1)."""
+    target = require_pair(shape, "shape")
+    axis = require_axis(axis)
+    if min(target) < 1:
+        raise ValueError(f"shape must have no empty dimension, got {target}")
+    return np.indices(target, dtype=np.int32)[axis]

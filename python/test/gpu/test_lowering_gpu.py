@@ -1,9 +1,10 @@
-"""Kernels compiled by the sage library, run on the GPU, checked bit for bit
-against the reference semantics (python/sage/reference).
+"""Kernels compiled by the sage library, run on the GPU, checked against the
+reference semantics (python/sage/reference).
 
 The reference emulates the quantizer's f32 rounding steps exactly, and the
-kernels' epilogue is `f32(dot) * (s_a * s_b)` in f32 with no fused add, so
-the outputs must be identical, not merely close.
+INT8 kernels' epilogue is `f32(dot) * (s_a * s_b)` in f32 with no fused add,
+so those outputs must be identical, not merely close. On sm_90a the matmuls
+run on wgmma, on sm_80 PTX (JIT-compiled for the H100) on mma.sync.
 """
 
 from __future__ import annotations
@@ -78,3 +79,23 @@ def test_quant_matmul_matches_reference(load_kernel, record, m, n, arch):
     # The float64 product of the dequantized operands agrees to rounding.
     np.testing.assert_allclose(got, expected.astype(np.float64), rtol=1e-6)
     record(f"quant_matmul[{arch},{m}x{n}]", "bit-exact")
+
+
+@pytest.mark.parametrize("m,n", SHAPES)
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_half_matmul_matches_float64(load_kernel, record, m, n, arch):
+    """The 16-bit matmul (wgmma f16 on sm_90a, mma.sync on sm_80): f32
+    accumulation of exact f16 products, so the error is a few f32 ulps of
+    the sum of |products|."""
+    kernel = load_kernel("half_matmul", arch)
+    a, b = _inputs(m, seed=5 * m + 3), _inputs(n, seed=7 * n + 1)
+    c = cp.full((m, n), np.nan, cp.float32)
+    kernel((-(-m // 64), -(-n // 64)), cp.asarray(a), cp.asarray(b), c,
+           np.int64(m), np.int64(n))
+    got = cp.asnumpy(c).astype(np.float64)
+    exact = ref.matmul(a, b)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+    err = np.abs(got - exact)
+    assert np.all(err <= 128 * np.finfo(np.float32).eps * bound + 1e-30)
+    rel = float(np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300))
+    record(f"half_matmul[{arch},{m}x{n}] rel_l2", rel)
