@@ -8,7 +8,7 @@
 //   O  += int8(P~) int8(V) * s_P * s_V, rescaled by exp2(m - m_new)
 //
 // Grid: (ceil(N / 64), batch * heads). Key tails are masked to -inf.
-module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {
   func.func @sagebwd_forward(
       %q: !sage.ptr<i8>, %q_scale: !sage.ptr<f32>,
       %k: !sage.ptr<i8>, %k_scale: !sage.ptr<f32>,

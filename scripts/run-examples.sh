@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job for now: compile the example kernels through the named
-# sage-prepare pipeline and show the IR after every pass.
+# sage-prepare pipeline (showing the sage-level IR), then all the way to PTX
+# for sm_90a, validated by ptxas when the CUDA toolkit is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OPT=build/bin/sage-opt
@@ -15,4 +16,13 @@ for kernel in examples/*.mlir; do
     grep 'IR Dump After' | sed 's|^// -----// IR Dump After |   |; s| //----- //$||'
   echo "-- result:"
   "$OPT" "$kernel" --sage-prepare="arch=$ARCH"
+  ptx="$(mktemp --suffix=.ptx)"
+  build/bin/sage-translate "$kernel" --arch="$ARCH" -o "$ptx"
+  echo "-- PTX ($ARCH): $(head -1 "$ptx")"
+  grep -oE '(wgmma.mma_async|mma.sync)[a-z0-9.]*' "$ptx" | sort | uniq -c | sed 's/^/   /'
+  PTXAS="$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)"
+  if [ -x "$PTXAS" ]; then
+    "$PTXAS" -arch="$ARCH" -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' | sed 's/^/   /'
+  fi
+  rm -f "$ptx"
 done

@@ -2,6 +2,7 @@
 
 #include "sage/Compiler/Compiler.h"
 
+#include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Pipelines/Pipelines.h"
 #include "sage/Registration/InitAllSage.h"
 #include "sage/Target/PTX.h"
@@ -13,9 +14,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdlib>
-#include <cstring>
-
 using namespace mlir;
 
 namespace {
@@ -25,7 +23,12 @@ struct DiagnosticCollector {
   explicit DiagnosticCollector(MLIRContext &ctx)
       : handler(&ctx, [this](Diagnostic &diag) {
           llvm::raw_string_ostream os(text);
-          os << diag.getLocation() << ": ";
+          Location loc = diag.getLocation();
+          if (auto file = dyn_cast<FileLineColLoc>(loc))
+            os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+               << file.getColumn() << ": ";
+          else
+            os << loc << ": ";
           switch (diag.getSeverity()) {
           case DiagnosticSeverity::Error:
             sawError = true;
@@ -66,7 +69,7 @@ CompileResult compile(const std::string &source,
   };
 
   OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, &ctx, "sage-input");
+      parseSourceString<ModuleOp>(source, &ctx, options.sourceName);
   if (!module)
     return finish();
 
@@ -99,6 +102,9 @@ CompileResult compile(const std::string &source,
 
   mlir::sage::PTXOptions ptxOptions;
   ptxOptions.arch = options.arch;
+  if (auto target = (*module)->getAttrOfType<StringAttr>(
+          mlir::sage::SageDialect::kTargetAttrName))
+    ptxOptions.arch = target.str(); // what the pipeline compiled for
   ptxOptions.ptxVersion = options.ptxVersion;
   FailureOr<std::string> ptx =
       mlir::sage::translateToPTX(*module, ptxOptions, &result.llvmIR);
@@ -109,33 +115,3 @@ CompileResult compile(const std::string &source,
   return finish();
 }
 } // namespace sage
-
-static char *copyString(const std::string &s) {
-  char *out = static_cast<char *>(std::malloc(s.size() + 1));
-  if (out)
-    std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-extern "C" int sage_compile(const char *source, const char *arch, int num_warps,
-                            int ptx_version, char **ptx, char **error) {
-  *ptx = nullptr;
-  *error = nullptr;
-  if (!source || !arch) {
-    *error = copyString("sage_compile: source and arch are required");
-    return 1;
-  }
-  ::sage::CompileOptions options;
-  options.arch = arch;
-  options.numWarps = num_warps;
-  options.ptxVersion = static_cast<unsigned>(ptx_version);
-  ::sage::CompileResult result = ::sage::compile(source, options);
-  if (!result.ok) {
-    *error = copyString(result.diagnostics);
-    return 1;
-  }
-  *ptx = copyString(result.ptx);
-  return 0;
-}
-
-extern "C" void sage_free(char *text) { std::free(text); }

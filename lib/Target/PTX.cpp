@@ -3,6 +3,7 @@
 #include "sage/Target/PTX.h"
 
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -68,6 +69,17 @@ static void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
 FailureOr<std::string> mlir::sage::translateToPTX(ModuleOp module,
                                                   const PTXOptions &options,
                                                   std::string *llvmIR) {
+  // LLVM aborts the process on a PTX version too old for the target; refuse
+  // it here with a diagnostic instead.
+  std::optional<TargetInfo> info = TargetInfo::get(options.arch);
+  if (!info)
+    return module.emitError()
+           << "unknown GPU architecture '" << options.arch << "'";
+  if (options.ptxVersion < info->getMinPtxVersion())
+    return module.emitError()
+           << options.arch << " needs PTX ISA " << info->getMinPtxVersion() / 10
+           << "." << info->getMinPtxVersion() % 10 << " or newer, got "
+           << options.ptxVersion / 10 << "." << options.ptxVersion % 10;
   initializeNVPTX();
   llvm::Triple triple(kTriple);
   std::string error;

@@ -3,7 +3,7 @@
 // RUN: sage-translate %S/../../examples/quant_matmul.mlir --arch=sm_90a -o %t.library.ptx
 // RUN: sage-opt %S/../../examples/quant_matmul.mlir --sage-to-nvvm='arch=sm_90a' | sage-translate --no-pipeline --arch=sm_90a -o %t.replayed.ptx
 // RUN: diff %t.library.ptx %t.replayed.ptx
-// RUN: sage-opt %S/../../examples/sagebwd_forward.mlir --sage-to-nvvm='arch=sm_80 num-warps=8' | FileCheck %s
+// RUN: sage-opt %S/../../examples/sagebwd_forward.mlir --sage-to-nvvm='arch=sm_80' | FileCheck %s
 
 // CHECK: module attributes {sage.num_warps = 8 : i32, sage.target = "sm_80"}
 // CHECK: llvm.mlir.global external @sage_scratch()

@@ -15,10 +15,14 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input>"),
                                       cl::init("-"));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::init("-"));
-static cl::opt<std::string> arch("arch", cl::desc("GPU architecture"),
-                                 cl::init("sm_90a"));
-static cl::opt<int> numWarps("num-warps", cl::desc("Warps per program"),
-                             cl::init(4));
+static cl::opt<std::string>
+    arch("arch",
+         cl::desc("GPU architecture (default: the module's, else sm_90a)"),
+         cl::init(""));
+static cl::opt<int>
+    numWarps("num-warps",
+             cl::desc("Warps per program (default: the module's, else 4)"),
+             cl::init(0));
 static cl::opt<unsigned>
     ptxVersion("ptx-version", cl::desc("PTX ISA version x10"), cl::init(80));
 static cl::opt<bool> noPipeline(
@@ -50,6 +54,7 @@ int main(int argc, char **argv) {
   options.ptxVersion = ptxVersion;
   options.runPipeline = !noPipeline;
   options.irDumpPath = dumpIR;
+  options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
   sage::CompileResult result =
       sage::compile((*input)->getBuffer().str(), options);
   llvm::errs() << result.diagnostics;

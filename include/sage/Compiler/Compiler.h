@@ -14,15 +14,19 @@
 namespace sage {
 
 struct CompileOptions {
-  /// sm_80, sm_86, sm_89, sm_90 or sm_90a.
-  std::string arch = "sm_90a";
-  /// Warps per program (1, 2, 4, 8, 16).
-  int numWarps = 4;
+  /// sm_80, sm_86, sm_89, sm_90 or sm_90a; empty: the module's
+  /// `sage.target`, else sm_90a.
+  std::string arch;
+  /// Warps per program (1, 2, 4, 8, 16); 0: the module's `sage.num_warps`,
+  /// else 4.
+  int numWarps = 0;
   /// PTX ISA version times ten.
   unsigned ptxVersion = 80;
   /// false: the input is already lowered (the output of
   /// `sage-opt --sage-to-nvvm`); only translate it.
   bool runPipeline = true;
+  /// The name diagnostics give the source (a file name, say).
+  std::string sourceName = "sage-input";
   /// When set, the IR after every pass is written to this file.
   std::string irDumpPath;
 };
@@ -43,12 +47,19 @@ CompileResult compile(const std::string &source, const CompileOptions &options);
 
 } // namespace sage
 
+/// The C API is the only thing libsage_compiler.so exports.
+#define SAGE_CAPI_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 /// C entry point for FFI users: returns 0 on success. `*ptx` or `*error`
-/// receives a malloc'ed string to release with sage_free.
-int sage_compile(const char *source, const char *arch, int num_warps,
-                 int ptx_version, char **ptx, char **error);
-void sage_free(char *text);
+/// receives a malloc'ed string to release with sage_free. An empty `arch`
+/// or a `num_warps` of 0 keeps the module's own setting.
+SAGE_CAPI_EXPORT int sage_compile(const char *source, const char *arch,
+                                  int num_warps, int ptx_version, char **ptx,
+                                  char **error);
+SAGE_CAPI_EXPORT void sage_free(char *text);
+/// The compiler's version: "<release>+<git commit>"; part of JIT cache keys.
+SAGE_CAPI_EXPORT const char *sage_version(void);
 }
 
 #endif // SAGE_COMPILER_COMPILER_H

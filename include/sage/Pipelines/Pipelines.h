@@ -17,11 +17,15 @@ namespace mlir::sage {
 /// Options shared by the named pipelines.
 struct TargetPipelineOptions
     : public PassPipelineOptions<TargetPipelineOptions> {
-  Option<std::string> arch{*this, "arch",
-                           llvm::cl::desc("GPU architecture, e.g. sm_90a"),
-                           llvm::cl::init("sm_90a")};
-  Option<int> numWarps{*this, "num-warps", llvm::cl::desc("Warps per program"),
-                       llvm::cl::init(4)};
+  Option<std::string> arch{
+      *this, "arch",
+      llvm::cl::desc("GPU architecture, e.g. sm_90a (default: the module's "
+                     "sage.target, else sm_90a)"),
+      llvm::cl::init("")};
+  Option<int> numWarps{*this, "num-warps",
+                       llvm::cl::desc("Warps per program (default: the "
+                                      "module's sage.num_warps, else 4)"),
+                       llvm::cl::init(0)};
 };
 
 /// sage-prepare: attach-target, canonicalize, decompose, canonicalize, cse.

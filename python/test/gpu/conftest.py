@@ -28,16 +28,18 @@ def pytest_collection_modifyitems(config, items):
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.skip(reason=_SKIP_REASON))
 
-PTX_DIR = Path(os.environ.get("SAGE_PTX_DIR", Path(__file__).parents[3] / ".carry" / "ptx"))
+ROOT = Path(__file__).parents[3]
+PTX_DIR = Path(os.environ.get("SAGE_PTX_DIR", ROOT / ".carry" / "ptx"))
 _RESULTS: dict[str, object] = {}
 
 
 class PtxKernel:
-    """A kernel loaded from a sage PTX file, launched with its header facts."""
+    """A kernel loaded from sage PTX, launched with its header facts."""
 
-    def __init__(self, path: Path, name: str):
-        text = path.read_text()
-        self.info = parse_kernel_header(text)[name]
+    def __init__(self, ptx: str, name: str, workdir: Path):
+        self.info = parse_kernel_header(ptx)[name]
+        path = workdir / f"{name}.ptx"
+        path.write_text(ptx)
         self._module = cp.RawModule(path=str(path))
         self._function = self._module.get_function(name)
         if self.info.shared_memory > 48 * 1024:
@@ -49,13 +51,33 @@ class PtxKernel:
         cp.cuda.runtime.deviceSynchronize()
 
 
+def _compiler():
+    """The compiler library when it is here (then kernels are compiled on
+    this machine, in-process), else None (PTX built elsewhere is used)."""
+    from sage.compiler import CompilerLibrary
+    try:
+        return CompilerLibrary()
+    except FileNotFoundError:
+        return None
+
+
 @pytest.fixture(scope="session")
-def load_kernel():
+def load_kernel(tmp_path_factory, record):
+    compiler = _compiler()
+    record("compiled_by", f"libsage_compiler.so {compiler.version} on this machine"
+           if compiler else f"PTX from {PTX_DIR}")
+    workdir = tmp_path_factory.mktemp("ptx")
+
     def load(name: str, arch: str = "sm_90a") -> PtxKernel:
-        path = PTX_DIR / f"{name}.{arch}.ptx"
-        if not path.exists():
-            pytest.fail(f"{path} missing: run scripts/gpu/build-ptx.sh first")
-        return PtxKernel(path, name)
+        if compiler:
+            source = (ROOT / "examples" / f"{name}.mlir").read_text()
+            ptx = compiler.compile(source, arch=arch)
+        else:
+            path = PTX_DIR / f"{name}.{arch}.ptx"
+            if not path.exists():
+                pytest.fail(f"{path} missing: run scripts/gpu/build-ptx.sh first")
+            ptx = path.read_text()
+        return PtxKernel(ptx, name, workdir)
     return load
 
 

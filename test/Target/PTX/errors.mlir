@@ -9,3 +9,6 @@
 func.func @k(%p: !sage.ptr<f32>) attributes {sage.kernel} {
   return
 }
+
+// RUN: not sage-translate %s --arch=sm_90a --ptx-version=78 2>&1 | FileCheck %s --check-prefix=PTX
+// PTX: error: sm_90a needs PTX ISA 8.0 or newer, got 7.8

@@ -1,11 +1,11 @@
 //===- SageDialect.cpp - dialect registration and attribute checks --------===//
 
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -35,12 +35,6 @@ void SageDialect::initialize() {
   registerAttributes();
 }
 
-static bool isKnownTarget(StringRef arch) {
-  return llvm::StringSwitch<bool>(arch)
-      .Cases({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}, true)
-      .Default(false);
-}
-
 LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -68,11 +62,13 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
     auto arch = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<ModuleOp>(op))
       return op->emitError() << "'" << name << "' applies to modules only";
-    if (!arch || !isKnownTarget(arch.getValue()))
-      return op->emitError()
-             << "'" << name
-             << "' must be one of \"sm_80\", \"sm_86\", \"sm_89\", \"sm_90\", "
-                "\"sm_90a\"";
+    if (!arch || !TargetInfo::get(arch.getValue())) {
+      InFlightDiagnostic diag = op->emitError()
+                                << "'" << name << "' must be one of ";
+      llvm::interleaveComma(TargetInfo::supportedArchs(), diag,
+                            [&](StringRef a) { diag << "\"" << a << "\""; });
+      return diag;
+    }
     return success();
   }
   if (name == kNumWarpsAttrName) {

@@ -12,6 +12,9 @@ using namespace mlir;
 using namespace mlir::sage;
 
 namespace {
+constexpr llvm::StringLiteral kDefaultArch = "sm_90a";
+constexpr int kDefaultNumWarps = 4;
+
 struct AttachTargetPass
     : public sage::impl::SageAttachTargetBase<AttachTargetPass> {
   using Base::Base;
@@ -19,10 +22,17 @@ struct AttachTargetPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Builder b(&getContext());
+    Attribute target = module->getAttr(SageDialect::kTargetAttrName);
+    if (!arch.empty() || !target)
+      target = b.getStringAttr(arch.empty() ? StringRef(kDefaultArch)
+                                            : StringRef(arch.getValue()));
+    Attribute warps = module->getAttr(SageDialect::kNumWarpsAttrName);
+    if (numWarps != 0 || !warps)
+      warps = b.getI32IntegerAttr(numWarps != 0 ? numWarps.getValue()
+                                                : kDefaultNumWarps);
     NamedAttribute attrs[] = {
-        b.getNamedAttr(SageDialect::kTargetAttrName, b.getStringAttr(arch)),
-        b.getNamedAttr(SageDialect::kNumWarpsAttrName,
-                       b.getI32IntegerAttr(numWarps))};
+        b.getNamedAttr(SageDialect::kTargetAttrName, target),
+        b.getNamedAttr(SageDialect::kNumWarpsAttrName, warps)};
     // The dialect's attribute verifier owns the rules for these values.
     auto *dialect = getContext().getLoadedDialect<SageDialect>();
     for (NamedAttribute attr : attrs) {

@@ -2,6 +2,7 @@
 
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
 
 namespace mlir::sage {
@@ -18,9 +19,9 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
     ModuleOp module = getOperation();
     auto target =
         module->getAttrOfType<StringAttr>(SageDialect::kTargetAttrName);
-    // wgmma exists only on sm_90a (the "a" features are not forward
-    // compatible); mma.sync runs everywhere from sm_80 on.
-    bool hasWgmma = target && target.getValue() == "sm_90a";
+    std::optional<TargetInfo> info =
+        target ? TargetInfo::get(target.getValue()) : std::nullopt;
+    bool hasWgmma = info && info->hasWgmma();
     int64_t warps = 4;
     if (auto attr =
             module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))

@@ -27,13 +27,16 @@ def SageAttachTarget : Pass<"sage-attach-target", "::mlir::ModuleOp"> {
   let description = [{
     Sets the module attributes `sage.target` and `sage.num_warps`, which the
     lowering reads. Keeping target facts in the IR makes every dump and test
-    self-describing. Fails on an unknown architecture or warp count.
+    self-describing. An option that is given replaces the module's value; one
+    that is not keeps it, and a module without one gets `sm_90a` and 4 warps.
+    Fails on an unknown architecture or warp count.
   }];
   let options = [
-    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
-           "GPU architecture: sm_80, sm_86, sm_89, sm_90 or sm_90a">,
-    Option<"numWarps", "num-warps", "int", /*default=*/"4",
-           "Warps per program: 1, 2, 4, 8 or 16">,
+    Option<"arch", "arch", "std::string", /*default=*/"\"\"",
+           "GPU architecture: sm_80, sm_86, sm_89, sm_90 or sm_90a "
+           "(default: the module's, else sm_90a)">,
+    Option<"numWarps", "num-warps", "int", /*default=*/"0",
+           "Warps per program: 1, 2, 4, 8 or 16 (default: the module's, else 4)">,
   ];
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
