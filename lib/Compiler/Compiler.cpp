@@ -11,8 +11,13 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cstdlib>
+#include <optional>
 
 using namespace mlir;
 
@@ -51,6 +56,66 @@ struct DiagnosticCollector {
   ScopedDiagnosticHandler handler;
 };
 } // namespace
+
+/// ptxas on PATH, under $CUDA_HOME/bin, or in /usr/local/cuda/bin.
+static std::optional<std::string> findPtxas() {
+  if (llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName("ptxas"))
+    return *path;
+  SmallVector<std::string, 2> candidates;
+  if (const char *home = std::getenv("CUDA_HOME"))
+    candidates.push_back(std::string(home) + "/bin/ptxas");
+  candidates.push_back("/usr/local/cuda/bin/ptxas");
+  for (const std::string &path : candidates)
+    if (llvm::sys::fs::can_execute(path))
+      return path;
+  return std::nullopt;
+}
+
+/// Assembles `ptx` with ptxas -v; a missing ptxas, an error or a register
+/// spill report is a diagnostic on `module`.
+static LogicalResult assembleCubin(ModuleOp module, const std::string &ptx,
+                                   const std::string &arch,
+                                   ::sage::CompileResult &result) {
+  std::optional<std::string> ptxas = findPtxas();
+  if (!ptxas)
+    return module.emitError() << "a cubin needs ptxas (CUDA toolkit), which "
+                                 "is not on PATH, $CUDA_HOME/bin or "
+                                 "/usr/local/cuda/bin";
+  SmallString<128> input, output, log;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("sage", "ptx", fd, input) ||
+      llvm::sys::fs::createTemporaryFile("sage", "cubin", output) ||
+      llvm::sys::fs::createTemporaryFile("sage", "log", log))
+    return module.emitError() << "cannot create temporary files for ptxas";
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << ptx;
+  }
+  std::string gpu = "-arch=" + arch;
+  StringRef args[] = {*ptxas, gpu, "-v", input, "-o", output};
+  std::optional<StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects,
+                                         /*SecondsToWait=*/0, 0, &error);
+  auto readFile = [](StringRef path) {
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+    return buffer ? (*buffer)->getBuffer().str() : std::string();
+  };
+  result.ptxasLog = readFile(log);
+  if (status == 0)
+    result.cubin = readFile(output);
+  for (StringRef path : {input.str(), output.str(), log.str()})
+    llvm::sys::fs::remove(path);
+  if (status != 0)
+    return module.emitError()
+           << "ptxas failed" << (error.empty() ? "" : ": ") << error << "\n"
+           << result.ptxasLog;
+  if (StringRef(result.ptxasLog).contains("bytes spill stores") &&
+      !StringRef(result.ptxasLog).contains(" 0 bytes spill stores"))
+    module.emitWarning() << "ptxas reports register spills:\n"
+                         << result.ptxasLog;
+  return success();
+}
 
 namespace sage {
 CompileResult compile(const std::string &source,
@@ -111,6 +176,9 @@ CompileResult compile(const std::string &source,
   if (failed(ptx))
     return finish();
   result.ptx = std::move(*ptx);
+  if (options.emitCubin &&
+      failed(assembleCubin(*module, result.ptx, ptxOptions.arch, result)))
+    return finish();
   result.ok = true;
   return finish();
 }

@@ -32,12 +32,14 @@ static cl::opt<bool> noPipeline(
 static cl::opt<std::string>
     dumpIR("dump-ir", cl::desc("Write the IR after each pass here"),
            cl::init(""));
-enum class Emit { PTX, LLVM, MLIR };
+enum class Emit { PTX, LLVM, MLIR, Cubin };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::PTX),
     cl::values(clEnumValN(Emit::PTX, "ptx", "PTX (default)"),
                clEnumValN(Emit::LLVM, "llvm", "optimised LLVM IR"),
-               clEnumValN(Emit::MLIR, "mlir", "lowered MLIR (LLVM dialect)")));
+               clEnumValN(Emit::MLIR, "mlir", "lowered MLIR (LLVM dialect)"),
+               clEnumValN(Emit::Cubin, "cubin",
+                          "a cubin from ptxas (its -v report on stderr)")));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -54,6 +56,7 @@ int main(int argc, char **argv) {
   options.ptxVersion = ptxVersion;
   options.runPipeline = !noPipeline;
   options.irDumpPath = dumpIR;
+  options.emitCubin = emit == Emit::Cubin;
   options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
   sage::CompileResult result =
       sage::compile((*input)->getBuffer().str(), options);
@@ -67,9 +70,12 @@ int main(int argc, char **argv) {
                  << ec.message() << "\n";
     return 1;
   }
-  out.os() << (emit == Emit::PTX    ? result.ptx
-               : emit == Emit::LLVM ? result.llvmIR
-                                    : result.loweredMLIR);
+  if (emit == Emit::Cubin)
+    llvm::errs() << result.ptxasLog;
+  out.os() << (emit == Emit::PTX     ? result.ptx
+               : emit == Emit::LLVM  ? result.llvmIR
+               : emit == Emit::Cubin ? result.cubin
+                                     : result.loweredMLIR);
   out.keep();
   return 0;
 }

@@ -29,6 +29,10 @@ struct CompileOptions {
   std::string sourceName = "sage-input";
   /// When set, the IR after every pass is written to this file.
   std::string irDumpPath;
+  /// Also assemble the PTX into a cubin with ptxas (found on PATH, under
+  /// $CUDA_HOME/bin or /usr/local/cuda/bin); its -v report (registers,
+  /// spills) lands in `ptxasLog`.
+  bool emitCubin = false;
 };
 
 struct CompileResult {
@@ -38,6 +42,9 @@ struct CompileResult {
   /// Optimised LLVM IR and the lowered MLIR (LLVM dialect).
   std::string llvmIR;
   std::string loweredMLIR;
+  /// The cubin and ptxas' report, when emitCubin was set.
+  std::string cubin;
+  std::string ptxasLog;
   /// Every diagnostic, one per line, when !ok (warnings too when ok).
   std::string diagnostics;
 };

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::sage {
 #define GEN_PASS_DEF_CONVERTSAGETOLLVM
@@ -90,6 +91,10 @@ struct ConvertSageToLLVMPass
     });
     target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(typesLegal);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+    RewritePatternSet peepholes(ctx);
+    populateQuantizeRoundingPatterns(peepholes);
+    if (failed(applyPatternsGreedily(module, std::move(peepholes))))
       signalPassFailure();
   }
 };

@@ -4,12 +4,18 @@
 // f32 log2 becomes the `lg2.approx` intrinsic here. exp2 needs nothing:
 // `llvm.exp2.f32` selects `ex2.approx.f32`.
 //
+// The INT8 quantizer's last steps, round-to-nearest-even, clamp to
+// [-127, 127] and convert, become one saturating `cvt.rni.sat.s8.f32` plus
+// a max against -127 (saturation alone would allow -128).
+//
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
@@ -26,8 +32,44 @@ struct Log2Lowering : public OpRewritePattern<math::Log2Op> {
     return success();
   }
 };
+/// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8.
+struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::FPToSIOp op,
+                                PatternRewriter &rw) const override {
+    if (!op.getType().isInteger(8) || !op.getIn().getType().isF32())
+      return failure();
+    auto isConstant = [](Value v, double expected) {
+      FloatAttr attr;
+      return matchPattern(v, m_Constant(&attr)) &&
+             attr.getValueAsDouble() == expected;
+    };
+    auto upper = op.getIn().getDefiningOp<arith::MinimumFOp>();
+    if (!upper || !isConstant(upper.getRhs(), 127.0))
+      return failure();
+    auto lower = upper.getLhs().getDefiningOp<arith::MaximumFOp>();
+    if (!lower || !isConstant(lower.getRhs(), -127.0))
+      return failure();
+    auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
+    if (!round)
+      return failure();
+    auto asmOp = LLVM::InlineAsmOp::create(
+        rw, op.getLoc(), rw.getI16Type(), ValueRange{round.getOperand()},
+        rw.getStringAttr("cvt.rni.sat.s8.f32 $0, $1;\n\tmax.s16 $0, $0, -127;"),
+        rw.getStringAttr("=h,f"), UnitAttr(), UnitAttr(),
+        LLVM::TailCallKindAttr(),
+        LLVM::AsmDialectAttr::get(rw.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
+    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), asmOp.getResult(0));
+    return success();
+  }
+};
 } // namespace
 
 void mlir::sage::populateScalarMathToNVVMPatterns(RewritePatternSet &patterns) {
   patterns.add<Log2Lowering>(patterns.getContext());
+}
+
+void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {
+  patterns.add<SaturatingRoundToInt8>(patterns.getContext());
 }

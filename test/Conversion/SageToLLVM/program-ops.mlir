@@ -1,8 +1,8 @@
 // RUN: sage-opt %s --convert-sage-to-llvm | FileCheck %s
 
 // CHECK-LABEL: func.func @ids
-// CHECK-SAME: (%[[P:.*]]: !llvm.ptr<1>, %[[OFF:.*]]: i64) -> !llvm.ptr<1>
-func.func @ids(%p: !sage.ptr<bf16>, %off: i64) -> !sage.ptr<bf16> {
+// CHECK-SAME: (%[[P:.*]]: !llvm.ptr<1>, %[[OFF:.*]]: i64) -> (!llvm.ptr<1>, i32, i32, i32, i32)
+func.func @ids(%p: !sage.ptr<bf16>, %off: i64) -> (!sage.ptr<bf16>, i32, i32, i32, i32) {
   // CHECK: nvvm.read.ptx.sreg.ctaid.x : i32
   %0 = sage.program_id 0
   // CHECK: nvvm.read.ptx.sreg.ctaid.y : i32
@@ -15,5 +15,5 @@ func.func @ids(%p: !sage.ptr<bf16>, %off: i64) -> !sage.ptr<bf16> {
   // CHECK: %[[Q:.*]] = llvm.getelementptr %[[P]][%[[OFF]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
   %q = sage.addptr %p, %off : !sage.ptr<bf16>
   // CHECK: return %[[Q]]
-  return %q : !sage.ptr<bf16>
+  return %q, %0, %1, %2, %3 : !sage.ptr<bf16>, i32, i32, i32, i32
 }

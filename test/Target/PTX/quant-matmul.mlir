@@ -16,7 +16,7 @@
 // CHECK: bar.sync 0;
 // Round to nearest even, then the INT8 tensor-core product: wgmma from
 // shared-memory descriptors on sm_90a, mma.sync elsewhere.
-// CHECK: cvt.rni.f32.f32
+// CHECK: cvt.rni.sat.s8.f32
 // SM90: fence.proxy.async.shared::cta
 // SM90: wgmma.fence.sync.aligned
 // SM90: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8

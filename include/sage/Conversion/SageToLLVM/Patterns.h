@@ -39,6 +39,9 @@ void populateMatmulToNVVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
 /// Scalar math the NVPTX backend cannot select (log2) as NVVM intrinsics.
 void populateScalarMathToNVVMPatterns(RewritePatternSet &patterns);
+/// The quantizer's round/clamp/convert chain on scalars as one saturating
+/// cvt.rni (applied after the tile conversion).
+void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
 
 class ReduceOp;
 class QMatmulOp;
