@@ -16,10 +16,7 @@ struct FinalizeKernelsPass
     : public sage::impl::SageFinalizeKernelsBase<FinalizeKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int32_t warps = 4;
-    if (auto attr =
-            module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))
-      warps = attr.getInt();
+    int32_t warps = SageDialect::getNumWarps(module);
     Builder b(&getContext());
     module.walk([&](LLVM::LLVMFuncOp func) {
       if (!func->hasAttr(SageDialect::kKernelAttrName))

@@ -35,6 +35,12 @@ void SageDialect::initialize() {
   registerAttributes();
 }
 
+unsigned SageDialect::getNumWarps(ModuleOp module) {
+  if (auto warps = module->getAttrOfType<IntegerAttr>(kNumWarpsAttrName))
+    return warps.getInt();
+  return 4;
+}
+
 LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();

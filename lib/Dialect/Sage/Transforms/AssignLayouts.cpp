@@ -19,10 +19,7 @@ struct AssignLayoutsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    unsigned numWarps = 4;
-    if (auto attr =
-            module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))
-      numWarps = attr.getInt();
+    unsigned numWarps = SageDialect::getNumWarps(module);
     auto layout = BlockedLayoutAttr::get(ctx, {1, 4}, {4, 8}, {numWarps, 1});
 
     auto withLayout = [&](Type type) -> Type {

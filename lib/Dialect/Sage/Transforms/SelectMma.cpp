@@ -22,10 +22,7 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
     std::optional<TargetInfo> info =
         target ? TargetInfo::get(target.getValue()) : std::nullopt;
     bool hasWgmma = info && info->hasWgmma();
-    int64_t warps = 4;
-    if (auto attr =
-            module->getAttrOfType<IntegerAttr>(SageDialect::kNumWarpsAttrName))
-      warps = attr.getInt();
+    int64_t warps = SageDialect::getNumWarps(module);
     module.walk([&](Operation *op) {
       if (!isa<QMatmulOp, MatmulOp>(op) || op->hasAttr("mma"))
         return;

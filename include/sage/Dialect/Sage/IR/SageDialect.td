@@ -55,6 +55,9 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
     static constexpr ::llvm::StringLiteral kSharedMemoryAttrName =
         "sage.shared_memory";
+
+    /// Warps per program of `module` (sage.num_warps), 4 when unset.
+    static unsigned getNumWarps(::mlir::ModuleOp module);
   }];
 }
 
