@@ -57,8 +57,13 @@ struct DiagnosticCollector {
 };
 } // namespace
 
-/// ptxas on PATH, under $CUDA_HOME/bin, or in /usr/local/cuda/bin.
+/// $SAGE_PTXAS when set, else ptxas on PATH, under $CUDA_HOME/bin, or in
+/// /usr/local/cuda/bin.
 static std::optional<std::string> findPtxas() {
+  if (const char *chosen = std::getenv("SAGE_PTXAS"))
+    return llvm::sys::fs::can_execute(chosen)
+               ? std::optional<std::string>(chosen)
+               : std::nullopt;
   if (llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName("ptxas"))
     return *path;
   SmallVector<std::string, 2> candidates;
@@ -78,9 +83,9 @@ static LogicalResult assembleCubin(ModuleOp module, const std::string &ptx,
                                    ::sage::CompileResult &result) {
   std::optional<std::string> ptxas = findPtxas();
   if (!ptxas)
-    return module.emitError() << "a cubin needs ptxas (CUDA toolkit), which "
-                                 "is not on PATH, $CUDA_HOME/bin or "
-                                 "/usr/local/cuda/bin";
+    return module.emitError()
+           << "a cubin needs ptxas (CUDA toolkit): none at $SAGE_PTXAS, on "
+              "PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin";
   SmallString<128> input, output, log;
   int fd;
   if (llvm::sys::fs::createTemporaryFile("sage", "ptx", fd, input) ||

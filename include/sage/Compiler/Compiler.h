@@ -29,9 +29,9 @@ struct CompileOptions {
   std::string sourceName = "sage-input";
   /// When set, the IR after every pass is written to this file.
   std::string irDumpPath;
-  /// Also assemble the PTX into a cubin with ptxas (found on PATH, under
-  /// $CUDA_HOME/bin or /usr/local/cuda/bin); its -v report (registers,
-  /// spills) lands in `ptxasLog`.
+  /// Also assemble the PTX into a cubin with ptxas ($SAGE_PTXAS, else found
+  /// on PATH, under $CUDA_HOME/bin or in /usr/local/cuda/bin); its -v report
+  /// (registers, spills) lands in `ptxasLog`, and spills are a warning.
   bool emitCubin = false;
 };
 
