@@ -86,17 +86,10 @@ struct IotaLowering : public OpConversionPattern<IotaOp> {
         TileDistribution::get(op.getResult().getType());
     if (!dist)
       return rw.notifyMatchFailure(op, "tile has no blocked layout");
-    unsigned axis = op.getAxis();
     ThreadCoords coords(rw, op.getLoc());
-    const DimDistribution &dim = dist->dim(axis);
-    Value base = coords.base(dim);
     SmallVector<Value> values;
-    for (int64_t k0 = 0; k0 < dist->dim(0).count(); ++k0)
-      for (int64_t k1 = 0; k1 < dist->dim(1).count(); ++k1) {
-        int64_t k = axis == 0 ? k0 : k1;
-        values.push_back(arith::AddIOp::create(rw, op.getLoc(), base,
-                                               coords.constant(dim.offset(k))));
-      }
+    for (auto [row, col] : coords.positions(*dist))
+      values.push_back(op.getAxis() == 0 ? row : col);
     rw.replaceOpWithMultiple(op, {values});
     return success();
   }

@@ -109,21 +109,6 @@ static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
   return g;
 }
 
-/// The per-thread (row, col) of every held element of a tile, as i32.
-static SmallVector<std::pair<Value, Value>>
-heldPositions(ThreadCoords &c, const TileDistribution &dist) {
-  Value base0 = c.base(dist.dim(0)), base1 = c.base(dist.dim(1));
-  SmallVector<std::pair<Value, Value>> out;
-  for (int64_t k0 = 0; k0 < dist.dim(0).count(); ++k0)
-    for (int64_t k1 = 0; k1 < dist.dim(1).count(); ++k1)
-      out.push_back(
-          {arith::AddIOp::create(c.b, c.loc, base0,
-                                 c.constant(dist.dim(0).offset(k0))),
-           arith::AddIOp::create(c.b, c.loc, base1,
-                                 c.constant(dist.dim(1).offset(k1)))});
-  return out;
-}
-
 /// base + row * pitch + col * bytes, all i32.
 static Value byteAddress(ThreadCoords &c, int64_t base, Value row,
                          int64_t pitch, Value col, int64_t bytes) {
@@ -168,7 +153,7 @@ static void stageOperand(ThreadCoords &c, const MatmulGeometry &g, Value tile,
                          ValueRange values, unsigned contractDim,
                          int64_t base) {
   std::optional<TileDistribution> dist = TileDistribution::get(tile.getType());
-  for (auto [pos, value] : llvm::zip(heldPositions(c, *dist), values)) {
+  for (auto [pos, value] : llvm::zip(c.positions(*dist), values)) {
     auto [r, col] = pos;
     Value row = contractDim == 1 ? r : col;
     Value kk = contractDim == 1 ? col : r;
@@ -183,7 +168,7 @@ static void stageScale(ThreadCoords &c, Value tile, ValueRange values,
                        int64_t base) {
   std::optional<TileDistribution> dist = TileDistribution::get(tile.getType());
   int64_t cols = dist->getType().getDimSize(1);
-  for (auto [pos, value] : llvm::zip(heldPositions(c, *dist), values))
+  for (auto [pos, value] : llvm::zip(c.positions(*dist), values))
     storeScratch(c.b, c.loc, value,
                  byteAddress(c, base, pos.first, cols * 4, pos.second, 4));
 }
@@ -450,7 +435,7 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   bool isInt = elemType.isInteger(8);
   Type f32 = rw.getF32Type();
   SmallVector<Value> results;
-  for (auto [slot, pos] : llvm::enumerate(heldPositions(c, *out))) {
+  for (auto [slot, pos] : llvm::enumerate(c.positions(*out))) {
     auto [row, col] = pos;
     Value at = byteAddress(c, g.resultBase, row, g.pitchC, col, 4);
     Value v = loadScratch(rw, loc, isInt ? rw.getI32Type() : f32, at);

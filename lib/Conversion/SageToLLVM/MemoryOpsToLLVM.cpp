@@ -74,8 +74,20 @@ struct ElementAccess {
 
 static ElementAccess computeAccess(OpBuilder &b, Location loc,
                                    const TileDistribution &dist, Type elem,
-                                   Value base, ValueRange offsets,
-                                   ValueRange strides, ValueRange bounds) {
+                                   Value base,
+                                   ArrayRef<ValueRange> offsetRanges,
+                                   ArrayRef<ValueRange> strideRanges,
+                                   ArrayRef<ValueRange> boundRanges) {
+  // Each index operand is one scalar; the 1:N adaptor gives ranges.
+  auto flatten = [](ArrayRef<ValueRange> ranges) {
+    SmallVector<Value> out;
+    for (ValueRange r : ranges)
+      out.append(r.begin(), r.end());
+    return out;
+  };
+  SmallVector<Value> offsets = flatten(offsetRanges),
+                     strides = flatten(strideRanges),
+                     bounds = flatten(boundRanges);
   ThreadCoords coords(b, loc);
   Type i64 = b.getI64Type();
   Value zero = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
@@ -121,9 +133,8 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     Location loc = op.getLoc();
     Type elem = op.getResult().getType().getElementType();
     ElementAccess access = computeAccess(
-        rw, loc, *dist, elem, adaptor.getPtr().front(),
-        flatten(adaptor.getOffsets()), flatten(adaptor.getStrides()),
-        flatten(adaptor.getBounds()));
+        rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
+        adaptor.getStrides(), adaptor.getBounds());
     RegisterClass rc = registerClassFor(rw, elem);
     std::string text = ("mov.b" + Twine(rc.type.getIntOrFloatBitWidth()) +
                         " $0, 0;\n\t@$2 ld.global." + rc.ptxType + " $0, [$1];")
@@ -136,13 +147,6 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     }
     rw.replaceOpWithMultiple(op, {values});
     return success();
-  }
-
-  static SmallVector<Value> flatten(ArrayRef<ValueRange> ranges) {
-    SmallVector<Value> out;
-    for (ValueRange r : ranges)
-      out.append(r.begin(), r.end());
-    return out;
   }
 };
 
@@ -157,11 +161,9 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     Location loc = op.getLoc();
     Type elem =
         cast<RankedTensorType>(op.getValue().getType()).getElementType();
-    ElementAccess access =
-        computeAccess(rw, loc, *dist, elem, adaptor.getPtr().front(),
-                      LoadLowering::flatten(adaptor.getOffsets()),
-                      LoadLowering::flatten(adaptor.getStrides()),
-                      LoadLowering::flatten(adaptor.getBounds()));
+    ElementAccess access = computeAccess(
+        rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
+        adaptor.getStrides(), adaptor.getBounds());
     // Only the owning copy of a replicated element writes: required for
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);

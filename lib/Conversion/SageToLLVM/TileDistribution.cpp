@@ -138,3 +138,16 @@ Value ThreadCoords::isOwner(const DimDistribution &d) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, first,
                                constant(d.extent));
 }
+
+SmallVector<std::pair<Value, Value>>
+ThreadCoords::positions(const TileDistribution &t) {
+  Value base0 = base(t.dim(0)), base1 = base(t.dim(1));
+  SmallVector<std::pair<Value, Value>> out;
+  for (int64_t k0 = 0; k0 < t.dim(0).count(); ++k0)
+    for (int64_t k1 = 0; k1 < t.dim(1).count(); ++k1)
+      out.push_back(
+          {arith::AddIOp::create(b, loc, base0, constant(t.dim(0).offset(k0))),
+           arith::AddIOp::create(b, loc, base1,
+                                 constant(t.dim(1).offset(k1)))});
+  return out;
+}

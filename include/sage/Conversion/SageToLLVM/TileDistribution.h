@@ -83,6 +83,8 @@ public:
   Value base(const DimDistribution &d);
   /// i1: this thread holds the canonical copy of its elements along `d`.
   Value isOwner(const DimDistribution &d);
+  /// (row, col) as i32 of every element this thread holds, in slot order.
+  SmallVector<std::pair<Value, Value>> positions(const TileDistribution &t);
 
   OpBuilder &b;
   Location loc;
