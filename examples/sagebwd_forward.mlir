@@ -8,11 +8,14 @@
 //   O  += int8(P~) int8(V) * s_P * s_V, rescaled by exp2(m - m_new)
 //
 // Grid: (ceil(N / 64), batch * heads). Key tails are masked to -inf.
+// The pointers' alignment hints let sage-select-copies stage each K tile
+// with cp.async (Q is loaded once outside the loop, V is contracted over its
+// rows: both stay register loads).
 module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {
   func.func @sagebwd_forward(
-      %q: !sage.ptr<i8>, %q_scale: !sage.ptr<f32>,
-      %k: !sage.ptr<i8>, %k_scale: !sage.ptr<f32>,
-      %v: !sage.ptr<i8>, %v_scale: !sage.ptr<f32>,
+      %q: !sage.ptr<i8> {sage.alignment = 16 : i64}, %q_scale: !sage.ptr<f32>,
+      %k: !sage.ptr<i8> {sage.alignment = 16 : i64}, %k_scale: !sage.ptr<f32>,
+      %v: !sage.ptr<i8> {sage.alignment = 16 : i64}, %v_scale: !sage.ptr<f32>,
       %o: !sage.ptr<f32>, %lse: !sage.ptr<f32>,
       %n: i64, %n_kv: i64) attributes {sage.kernel} {
     %c0 = arith.constant 0 : i64

@@ -34,6 +34,7 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
                                          const TargetPipelineOptions &options) {
   buildPreparePipeline(pm, options);
   pm.addPass(createSageSelectMma());
+  pm.addPass(createSageSelectCopies());
   pm.addPass(createSageAssignLayouts());
   pm.addPass(createConvertSageToLLVM());
   pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm

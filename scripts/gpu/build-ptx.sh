@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.carry/ptx
 mkdir -p "$out"
-for kernel in quant_matmul quantize_tile half_matmul; do
+for kernel in quant_matmul quantize_tile half_matmul int8_matmul; do
   build/bin/sage-translate "examples/$kernel.mlir" --arch=sm_90a -o "$out/$kernel.sm_90a.ptx"
   build/bin/sage-translate "examples/$kernel.mlir" --arch=sm_80 -o "$out/$kernel.sm_80.ptx"
 done

@@ -163,6 +163,89 @@ static void stageOperand(ThreadCoords &c, const MatmulGeometry &g, Value tile,
   }
 }
 
+/// Copies the tile `load` reads straight from global to shared memory with
+/// 16-byte cp.async pieces (sage-select-copies guaranteed the alignment and a
+/// unit stride along the contraction). Pieces past the bounds are zero-filled
+/// (a source size below 16), which is the masking a register load does.
+static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
+                              LoadOp load, unsigned contractDim, int64_t base,
+                              ConversionPatternRewriter &rw) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  Type i64 = b.getI64Type();
+  unsigned other = 1 - contractDim;
+  RankedTensorType tile = load.getResult().getType();
+  int64_t rows = tile.getDimSize(other);
+  int64_t perPiece = 16 / g.elemBytes;
+  int64_t piecesPerRow = g.kBytes() / 16;
+  int64_t pieces = rows * piecesPerRow, threads = g.warps * 32;
+  auto remap = [&](Value v) { return rw.getRemappedValue(v); };
+  Value ptr = remap(load.getPtr());
+  Value rowStart = remap(load.getOffsets()[other]);
+  Value kStart = remap(load.getOffsets()[contractDim]);
+  Value rowStride = remap(load.getStrides()[other]);
+  Value rowBound = remap(load.getBounds()[other]);
+  Value kBound = remap(load.getBounds()[contractDim]);
+  auto i64Const = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  Value zero = i64Const(0);
+  for (int64_t first = 0; first < pieces; first += threads) {
+    Value piece = arith::AddIOp::create(b, loc, c.tid, c.constant(first));
+    Value inTile = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         piece, c.constant(pieces));
+    Value row = arith::DivUIOp::create(b, loc, piece, c.constant(piecesPerRow));
+    Value k = arith::MulIOp::create(
+        b, loc,
+        arith::RemUIOp::create(b, loc, piece, c.constant(piecesPerRow)),
+        c.constant(perPiece));
+    Value dst = arith::AddIOp::create(b, loc, operandOffset(c, g, row, k),
+                                      c.constant(base));
+    Value dstAddr = LLVM::PtrToIntOp::create(b, loc, b.getI32Type(),
+                                             getScratchPtr(b, loc, dst));
+    Value gRow = arith::AddIOp::create(
+        b, loc, rowStart, arith::ExtUIOp::create(b, loc, i64, row));
+    Value gK = arith::AddIOp::create(b, loc, kStart,
+                                     arith::ExtUIOp::create(b, loc, i64, k));
+    Value rowOk = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, gRow, zero),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gRow,
+                              rowBound));
+    // Bytes of this piece inside the bounds: clamp((kBound - gK) * e, 0, 16).
+    Value left = arith::MulIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, kBound, gK),
+        i64Const(g.elemBytes));
+    Value clamped = arith::MaxSIOp::create(
+        b, loc, arith::MinSIOp::create(b, loc, left, i64Const(16)), zero);
+    Value kOk = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, gK,
+                                      zero);
+    Value bytes = arith::SelectOp::create(
+        b, loc, arith::AndIOp::create(b, loc, rowOk, kOk), clamped, zero);
+    Value element = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, gRow, rowStride), gK);
+    // A piece with no bytes in bounds reads nothing, but keep its address
+    // inside the allocation's range anyway: point it at the base.
+    element = arith::SelectOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bytes, zero),
+        zero, element);
+    Value src = LLVM::GEPOp::create(b, loc, ptr.getType(),
+                                    tile.getElementType(), ptr,
+                                    ValueRange{element});
+    LLVM::InlineAsmOp::create(
+        b, loc, Type(),
+        ValueRange{dstAddr, src,
+                   arith::TruncIOp::create(b, loc, b.getI32Type(), bytes),
+                   inTile},
+        b.getStringAttr("@$3 cp.async.cg.shared.global [$0], [$1], 16, $2;"),
+        b.getStringAttr("r,l,r,b"), b.getUnitAttr(), UnitAttr(),
+        LLVM::TailCallKindAttr(),
+        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
+  }
+}
+
 /// Writes a scale tile linearly (row-major) at `base`.
 static void stageScale(ThreadCoords &c, Value tile, ValueRange values,
                        int64_t base) {
@@ -411,11 +494,26 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   ThreadCoords c(rw, loc);
   Type elemType = op.getLhs().getType().getElementType();
 
-  stageOperand(c, g, op.getLhs(), lhs, op.getLhsContractDim(), g.lhsBase);
-  stageOperand(c, g, op.getRhs(), rhs, op.getRhsContractDim(), g.rhsBase);
+  bool copiedAsync = false;
+  auto stage = [&](Value operand, ValueRange values, unsigned contractDim,
+                   int64_t base) {
+    auto load = operand.getDefiningOp<LoadOp>();
+    if (load && load.getCopy() == CopyKind::CpAsync) {
+      stageOperandAsync(c, g, load, contractDim, base, rw);
+      copiedAsync = true;
+    } else {
+      stageOperand(c, g, operand, values, contractDim, base);
+    }
+  };
+  stage(op.getLhs(), lhs, op.getLhsContractDim(), g.lhsBase);
+  stage(op.getRhs(), rhs, op.getRhsContractDim(), g.rhsBase);
   if (lhsScaleType) {
     stageScale(c, op->getOperand(1), lhsScale, g.lhsScaleBase);
     stageScale(c, op->getOperand(3), rhsScale, g.rhsScaleBase);
+  }
+  if (copiedAsync) {
+    NVVM::CpAsyncCommitGroupOp::create(rw, loc);
+    NVVM::CpAsyncWaitGroupOp::create(rw, loc, 0);
   }
   if (g.kind == MmaKind::Wgmma) // wgmma reads through the async proxy
     NVVM::FenceProxyOp::create(

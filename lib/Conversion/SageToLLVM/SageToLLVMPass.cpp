@@ -53,6 +53,21 @@ static LogicalResult planScratch(ModuleOp module) {
   return success(ok);
 }
 
+/// Kernel-argument hints describe `!sage.ptr` and integer arguments; once the
+/// signature is LLVM's, an alignment becomes LLVM's own `llvm.align` (which
+/// the backend may use) and the rest has served its purpose.
+static void lowerArgumentHints(ModuleOp module) {
+  module.walk([](func::FuncOp func) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      if (auto align = func.getArgAttrOfType<IntegerAttr>(
+              i, SageDialect::kAlignmentAttrName))
+        func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), align);
+      func.removeArgAttr(i, SageDialect::kAlignmentAttrName);
+      func.removeArgAttr(i, SageDialect::kDivisibilityAttrName);
+    }
+  });
+}
+
 namespace {
 struct ConvertSageToLLVMPass
     : public sage::impl::ConvertSageToLLVMBase<ConvertSageToLLVMPass> {
@@ -92,6 +107,7 @@ struct ConvertSageToLLVMPass
     target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(typesLegal);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
+    lowerArgumentHints(module);
     RewritePatternSet peepholes(ctx);
     populateQuantizeRoundingPatterns(peepholes);
     if (failed(applyPatternsGreedily(module, std::move(peepholes))))

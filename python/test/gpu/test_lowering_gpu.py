@@ -99,3 +99,30 @@ def test_half_matmul_matches_float64(load_kernel, record, m, n, arch):
     assert np.all(err <= 128 * np.finfo(np.float32).eps * bound + 1e-30)
     rel = float(np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300))
     record(f"half_matmul[{arch},{m}x{n}] rel_l2", rel)
+
+
+@pytest.mark.parametrize("m,n,k", [(64, 64, 128), (1, 1, 16), (100, 37, 160),
+                                   (197, 131, 272), (128, 192, 512)])
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_int8_matmul_cp_async_matches_reference(load_kernel, record, m, n, k, arch):
+    """INT8 operands copied global -> shared with cp.async (chosen by
+    sage-select-copies from the kernel's alignment hints), zero-filled past
+    the M, N and K bounds: every integer product is exact, so the only error
+    is the f32 epilogue's rounding (a few ulps of the sum of |terms|)."""
+    kernel = load_kernel("int8_matmul", arch)
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a = rng.integers(-127, 128, (m, k), dtype=np.int8)
+    b = rng.integers(-127, 128, (n, k), dtype=np.int8)
+    scales = np.array([0.013, 0.0071], np.float32)
+    c = cp.full((m, n), np.nan, cp.float32)
+    kernel((-(-m // 64), -(-n // 64)), cp.asarray(a), cp.asarray(b),
+           cp.asarray(scales), c, np.int64(m), np.int64(n), np.int64(k))
+    got = cp.asnumpy(c).astype(np.float64)
+    scale = float(np.float32(scales[0] * scales[1]))
+    exact = ref.int8_dot(a, b, 1, 1).astype(np.float64) * scale
+    bound = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T) * scale
+    err = np.abs(got - exact)
+    assert np.all(np.isfinite(got)), "unwritten or non-finite outputs"
+    assert np.all(err <= 8 * np.finfo(np.float32).eps * bound + 1e-30), float(err.max())
+    rel = float(np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300))
+    record(f"int8_matmul_cp_async[{arch},{m}x{n}x{k}] rel_l2", rel)

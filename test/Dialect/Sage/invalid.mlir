@@ -469,3 +469,42 @@ func.func @f(%s: tensor<64x32xf32>, %m: tensor<64x1xf32>, %l: tensor<1x64xf32>) 
   %p, %m1, %l1, %a, %pm = "sage.softmax_update"(%s, %m, %l) : (tensor<64x32xf32>, tensor<64x1xf32>, tensor<1x64xf32>) -> (tensor<64x32xf32>, tensor<64x1xf32>, tensor<64x1xf32>, tensor<64x1xf32>, tensor<64x1xf32>)
   return
 }
+
+//===----------------------------------------------------------------------===//
+// kernel-argument hints
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @+1 {{unknown sage argument attribute 'sage.align'}}
+func.func @f(%p: !sage.ptr<f16> {sage.align = 16 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sage.alignment' of argument 0 must be a positive power of two}}
+func.func @f(%p: !sage.ptr<f16> {sage.alignment = 12 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sage.divisibility' of argument 0 must be a positive power of two}}
+func.func @f(%n: i64 {sage.divisibility = "16"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sage.alignment' of argument 1 needs a !sage.ptr argument}}
+func.func @f(%p: !sage.ptr<f16>, %n: i64 {sage.alignment = 16 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sage.divisibility' of argument 0 needs an integer argument}}
+func.func @f(%p: !sage.ptr<f16> {sage.divisibility = 16 : i64}) {
+  return
+}

@@ -41,6 +41,31 @@ unsigned SageDialect::getNumWarps(ModuleOp module) {
   return 4;
 }
 
+LogicalResult SageDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  bool isAlignment = name == kAlignmentAttrName;
+  if (!isAlignment && name != kDivisibilityAttrName)
+    return op->emitError() << "unknown sage argument attribute '" << name
+                           << "'";
+  auto value = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!value || value.getInt() <= 0 || !llvm::isPowerOf2_64(value.getInt()))
+    return op->emitError() << "'" << name << "' of argument " << argIndex
+                           << " must be a positive power of two";
+  // Only the function's own arguments carry hints; they describe its type.
+  Type type;
+  if (auto func = dyn_cast<FunctionOpInterface>(op))
+    type = func.getArgumentTypes()[argIndex];
+  if (isAlignment && !isa_and_nonnull<PtrType>(type))
+    return op->emitError() << "'" << name << "' of argument " << argIndex
+                           << " needs a !sage.ptr argument";
+  if (!isAlignment && !isa_and_nonnull<IntegerType>(type))
+    return op->emitError() << "'" << name << "' of argument " << argIndex
+                           << " needs an integer argument";
+  return success();
+}
+
 LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();

@@ -67,6 +67,11 @@ def Sage_MmaKind : I32EnumAttr<"MmaKind", "tensor-core instruction family", [
   let cppNamespace = "::mlir::sage";
 }
 
+def Sage_CopyKind : I32EnumAttr<"CopyKind", "how a tile reaches shared memory", [
+  I32EnumAttrCase<"CpAsync", 0, "cp_async">]> {
+  let cppNamespace = "::mlir::sage";
+}
+
 def Sage_BlockedLayoutAttr : Sage_Attr<"BlockedLayout", "blocked"> {
   let summary = "how a tile's elements are spread over a program's threads";
   let description = [{

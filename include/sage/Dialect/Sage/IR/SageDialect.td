@@ -40,10 +40,17 @@ def Sage_Dialect : Dialect {
       power of two from 1 to 16.
     - `sage.shared_memory` (integer, on a function): bytes of dynamic shared
       memory the kernel needs at launch; set by the lowering.
+    - `sage.alignment` (integer, on a `!sage.ptr` kernel argument): a promise
+      that the address is a multiple of this many bytes (a power of two).
+    - `sage.divisibility` (integer, on an integer kernel argument): a promise
+      that the value is a multiple of this power of two.
+      The JIT's specialisation sets both (as Triton's does); `sage-select-copies`
+      relies on them to prove 16-byte alignment for asynchronous copies.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let extraClassDeclaration = [{
     // Defined next to the storage classes they need (SageTypes/SageAttrs.cpp).
@@ -55,6 +62,10 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
     static constexpr ::llvm::StringLiteral kSharedMemoryAttrName =
         "sage.shared_memory";
+    static constexpr ::llvm::StringLiteral kDivisibilityAttrName =
+        "sage.divisibility";
+    static constexpr ::llvm::StringLiteral kAlignmentAttrName =
+        "sage.alignment";
 
     /// Warps per program of `module` (sage.num_warps), 4 when unset.
     static unsigned getNumWarps(::mlir::ModuleOp module);

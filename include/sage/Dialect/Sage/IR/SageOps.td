@@ -60,14 +60,20 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
     %t = sage.load %q[%row, %c0] strides [%ld, %c1] bounds [%n, %d]
         : !sage.ptr<f16> -> tensor<64x128xf16>
     ```
+
+    `via cp_async` (set by `sage-select-copies` on a load that only feeds a
+    matmul operand) copies the tile straight from global to shared memory
+    with `cp.async` inside the matmul's lowering, instead of through
+    registers.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
-                   Variadic<I64>:$strides, Variadic<I64>:$bounds);
+                   Variadic<I64>:$strides, Variadic<I64>:$bounds,
+                   OptionalAttr<Sage_CopyKind>:$copy);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
     $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
-    attr-dict `:` qualified(type($ptr)) `->` type($result)
+    (`via` $copy^)? attr-dict `:` qualified(type($ptr)) `->` type($result)
   }];
 }
 

@@ -28,6 +28,8 @@ public:
   unsigned getCapability() const { return capability; }
   /// mma.sync with int8 and f16/bf16 operands (sm_80 and later).
   bool hasMmaSync() const { return capability >= 80; }
+  /// cp.async global-to-shared copies (sm_80 and later).
+  bool hasCpAsync() const { return capability >= 80; }
   /// wgmma exists only with the architecture-specific sm_90a features.
   bool hasWgmma() const { return archSpecific && capability == 90; }
   /// The oldest PTX ISA (times ten) that can target this architecture.

@@ -71,4 +71,19 @@ def SageAssignLayouts : Pass<"sage-assign-layouts", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
 
+def SageSelectCopies : Pass<"sage-select-copies", "::mlir::ModuleOp"> {
+  let summary = "Choose asynchronous global-to-shared copies for matmul operands";
+  let description = [{
+    Marks `via cp_async` on each `sage.load` whose only use is an operand of
+    a matmul in the same block, with no `sage.store` in between (the copy is
+    issued where the matmul is), when it can go straight to shared memory in 16-byte
+    pieces: the target has cp.async (sm_80 and later), the load's stride
+    along the contracted dimension is the constant 1, the contracted extent
+    is a multiple of 16 bytes, and the base pointer, the other stride and the
+    offsets are known to keep every piece 16-byte aligned (from constants and
+    `sage.alignment` / `sage.divisibility` kernel-argument attributes).
+  }];
+  let dependentDialects = ["::mlir::sage::SageDialect"];
+}
+
 #endif // SAGE_DIALECT_SAGE_TRANSFORMS_PASSES_TD
