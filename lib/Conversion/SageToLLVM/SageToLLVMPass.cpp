@@ -97,8 +97,10 @@ struct ConvertSageToLLVMPass
     target.addIllegalDialect<SageDialect>();
     auto typesLegal = [&](Operation *op) { return converter.isLegal(op); };
     target.addDynamicallyLegalDialect<arith::ArithDialect>(typesLegal);
+    // A math op NVPTX cannot select stays illegal: the conversion then fails
+    // with a diagnostic naming it, where LLVM would abort the process.
     target.addDynamicallyLegalDialect<math::MathDialect>([&](Operation *op) {
-      return !isa<math::Log2Op>(op) && converter.isLegal(op);
+      return isSupportedScalarMath(op) && converter.isLegal(op);
     });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp func) {
       return converter.isSignatureLegal(func.getFunctionType()) &&

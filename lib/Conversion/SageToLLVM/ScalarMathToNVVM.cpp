@@ -1,8 +1,12 @@
 //===- ScalarMathToNVVM.cpp - math the NVPTX backend cannot select --------===//
 //
-// `llvm.log2.f32` has no NVPTX lowering (llc aborts the process), so scalar
-// f32 log2 becomes the `lg2.approx` intrinsic here. exp2 needs nothing:
-// `llvm.exp2.f32` selects `ex2.approx.f32`.
+// `llvm.log2.f32`, `llvm.exp.f32` and `llvm.log.f32` have no NVPTX lowering
+// (llc aborts the process on them), so scalar f32 log2 becomes the
+// `lg2.approx` intrinsic here, and exp and log are rewritten in base 2:
+// exp(x) = exp2(x * log2(e)), log(x) = log2(x) * ln(2). exp2 needs nothing:
+// `llvm.exp2.f32` selects `ex2.approx.f32`. Every other math op the backend
+// cannot select is left illegal, so the conversion reports it instead of
+// LLVM aborting (isSupportedScalarMath).
 //
 // The INT8 quantizer's last steps, round-to-nearest-even, clamp to
 // [-127, 127] and convert, become one saturating `cvt.rni.sat.s8.f32` plus
@@ -32,6 +36,37 @@ struct Log2Lowering : public OpRewritePattern<math::Log2Op> {
     return success();
   }
 };
+/// exp(x) -> exp2(x * log2(e)), f32.
+struct ExpLowering : public OpRewritePattern<math::ExpOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::ExpOp op,
+                                PatternRewriter &rw) const override {
+    if (!op.getType().isF32())
+      return rw.notifyMatchFailure(op, "only scalar f32");
+    Value log2e = arith::ConstantOp::create(
+        rw, op.getLoc(), rw.getF32FloatAttr(1.4426950408889634));
+    Value scaled =
+        arith::MulFOp::create(rw, op.getLoc(), op.getOperand(), log2e);
+    rw.replaceOpWithNewOp<math::Exp2Op>(op, scaled);
+    return success();
+  }
+};
+
+/// log(x) -> log2(x) * ln(2), f32 (the log2 then becomes lg2.approx).
+struct LogLowering : public OpRewritePattern<math::LogOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::LogOp op,
+                                PatternRewriter &rw) const override {
+    if (!op.getType().isF32())
+      return rw.notifyMatchFailure(op, "only scalar f32");
+    Value log2 = math::Log2Op::create(rw, op.getLoc(), op.getOperand());
+    Value ln2 = arith::ConstantOp::create(
+        rw, op.getLoc(), rw.getF32FloatAttr(0.6931471805599453));
+    rw.replaceOpWithNewOp<arith::MulFOp>(op, log2, ln2);
+    return success();
+  }
+};
+
 /// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8.
 struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -67,7 +102,16 @@ struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
 } // namespace
 
 void mlir::sage::populateScalarMathToNVVMPatterns(RewritePatternSet &patterns) {
-  patterns.add<Log2Lowering>(patterns.getContext());
+  patterns.add<Log2Lowering, ExpLowering, LogLowering>(patterns.getContext());
+}
+
+bool mlir::sage::isSupportedScalarMath(Operation *op) {
+  // What NVPTX selects natively; log2, exp and log only after the patterns
+  // above have rewritten them.
+  return isa<math::Exp2Op, math::SqrtOp, math::AbsFOp, math::FmaOp,
+             math::RoundEvenOp, math::RoundOp, math::FloorOp, math::CeilOp,
+             math::TruncOp>(
+      op);
 }
 
 void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {

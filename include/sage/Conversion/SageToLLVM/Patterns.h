@@ -37,8 +37,11 @@ void populateReduceToLLVMPatterns(const TypeConverter &converter,
 /// qmatmul and matmul through mma.sync.
 void populateMatmulToNVVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
-/// Scalar math the NVPTX backend cannot select (log2) as NVVM intrinsics.
+/// Scalar math the NVPTX backend cannot select (log2, exp, log) as NVVM
+/// intrinsics or in terms of those it can.
 void populateScalarMathToNVVMPatterns(RewritePatternSet &patterns);
+/// Whether a scalar `math` op may reach the NVPTX backend as it is.
+bool isSupportedScalarMath(Operation *op);
 /// The quantizer's round/clamp/convert chain on scalars as one saturating
 /// cvt.rni (applied after the tile conversion).
 void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
