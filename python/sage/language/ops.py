@@ -1,0 +1,353 @@
+"""The sage ops as kernel functions: argument checks and result types.
+
+Each function validates its operands (the same rules as the dialect's
+verifiers, reported at the user's line) and asks the active backend to emit
+or execute the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import builtins
+
+from sage.language.core import (DType, Int8Scheme, TileType, bfloat16, float16, float32,
+                                int8, int32, int64)
+from sage.language.diagnostics import error
+from sage.language.elementwise import cast, constant, to_value
+from sage.language.values import Value, backend
+
+Scalar = Value | int
+MAX_INT8_CONTRACTION = 131072
+REDUCTIONS = ("sum", "max", "min", "absmax")
+
+
+def static_int(x: object, what: str) -> int:
+    """``x`` as a compile-time Python int (a constexpr), else an error."""
+    if isinstance(x, Value):
+        raise error(f"{what} must be a compile-time integer (a Python int or an "
+                    f"sl.constexpr parameter), got a runtime {x.type.mlir} value")
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise error(f"{what} must be an integer, got {x!r}")
+    return x
+
+
+def static_shape(shape: object) -> tuple[int, int]:
+    """A tile shape: two compile-time ints of at least 1."""
+    if isinstance(shape, Value) or not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise error(f"a tile shape is a pair of compile-time ints (tiles are 2-D), got {shape!r}")
+    dims = tuple(static_int(d, "a tile dimension") for d in shape)
+    if builtins.min(dims) < 1:
+        raise error(f"tile dimensions must be at least 1, got {dims}")
+    return dims  # type: ignore[return-value]
+
+
+def _axis(axis: object) -> int:
+    axis = static_int(axis, "axis")
+    if axis not in (0, 1):
+        raise error(f"axis must be 0 or 1 (tiles are 2-D), got {axis}")
+    return axis
+
+
+def tile(x: object, what: str, dtypes: Sequence[DType] | None = None) -> Value:
+    """``x`` if it is a tile (of one of ``dtypes`` when given), else an error."""
+    if not isinstance(x, Value) or not x.is_tile:
+        got = x.type.mlir if isinstance(x, Value) else type(x).__name__
+        raise error(f"{what} must be a tile, got {got}")
+    if dtypes is not None and x.dtype not in dtypes:
+        names = ", ".join(d.mlir for d in dtypes)
+        raise error(f"{what} must be a tile of {names}, got {x.type.mlir}")
+    return x
+
+
+def index(x: Scalar, what: str) -> Value:
+    """An integer scalar (Python int or i1/i8/i32/i64 value) as an i64 value."""
+    if isinstance(x, Value) and (x.is_tile or x.is_pointer or not x.dtype.is_int):
+        raise error(f"{what} must be an integer scalar, got {x.type.mlir}")
+    if isinstance(x, float):
+        raise error(f"{what} must be an integer, got {x!r}")
+    return cast(to_value(x, int64), int64)
+
+
+def _pointer(x: object, what: str) -> Value:
+    if not isinstance(x, Value) or not x.is_pointer:
+        got = x.type.mlir if isinstance(x, Value) else type(x).__name__
+        raise error(f"{what} must be a pointer argument, got {got}")
+    return x
+
+
+def _grid_axis(axis: object) -> int:
+    axis = static_int(axis, "grid axis")
+    if axis not in (0, 1, 2):
+        raise error(f"grid axis must be 0, 1 or 2, got {axis}")
+    return axis
+
+
+def program_id(axis: int) -> Value:
+    """Index of this program along grid ``axis`` (0-2), an i32 (``sage.program_id``)."""
+    return Value(int32, backend().program_id(_grid_axis(axis)))
+
+
+def num_programs(axis: int) -> Value:
+    """Number of programs along grid ``axis``, an i32 (``sage.num_programs``)."""
+    return Value(int32, backend().num_programs(_grid_axis(axis)))
+
+
+def addptr(pointer: Value, offset: Scalar) -> Value:
+    """``pointer`` advanced by ``offset`` elements (``sage.addptr``; also ``ptr + n``)."""
+    pointer = _pointer(pointer, "addptr's pointer")
+    offset = index(offset, "a pointer offset")
+    return Value(pointer.type, backend().addptr(pointer, offset))
+
+
+def _view(offsets: Sequence[Scalar], strides: Sequence[Scalar],
+          bounds: Sequence[Scalar]) -> list[list[Value]]:
+    out = []
+    for name, pair in (("offsets", offsets), ("strides", strides), ("bounds", bounds)):
+        if isinstance(pair, Value) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise error(f"{name} must be a pair (one entry per tile dimension), got {pair!r}")
+        out.append([index(x, f"an entry of {name}") for x in pair])
+    return out
+
+
+def load(pointer: Value, shape: tuple[int, int], offsets: Sequence[Scalar],
+         strides: Sequence[Scalar], bounds: Sequence[Scalar]) -> Value:
+    """A ``shape`` tile read from a strided 2-D view (``sage.load``).
+
+    Element ``(i, j)`` comes from ``pointer + (offsets[0]+i)*strides[0] +
+    (offsets[1]+j)*strides[1]`` if ``0 <= offsets[d]+idx[d] < bounds[d]`` for
+    both dimensions, else it is 0. All counts are elements.
+    """
+    pointer = _pointer(pointer, "load's pointer")
+    result = TileType(static_shape(shape), pointer.type.element)
+    return Value(result, backend().load(pointer, *_view(offsets, strides, bounds), result))
+
+
+def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
+          strides: Sequence[Scalar], bounds: Sequence[Scalar],
+          atomic_add: bool = False) -> None:
+    """Writes the in-bounds elements of tile ``value`` (``sage.store``).
+
+    Addressing as :func:`load`. ``atomic_add=True`` adds each element to
+    memory atomically instead (f32 only).
+    """
+    pointer = _pointer(pointer, "store's pointer")
+    value = tile(value, "the stored value")
+    if value.dtype != pointer.type.element:
+        raise error(f"cannot store a {value.type.mlir} tile through a {pointer.type.mlir}: "
+                    f"convert it with .to(sl.{pointer.type.element.name})")
+    if not isinstance(atomic_add, bool):
+        raise error("atomic_add must be a Python bool")
+    if atomic_add and value.dtype != float32:
+        raise error(f"atomic_add stores need f32 values, got {value.type.mlir}")
+    backend().store(value, pointer, *_view(offsets, strides, bounds), atomic_add)
+
+
+def splat(value: Value | int | float, shape: tuple[int, int]) -> Value:
+    """A ``shape`` tile with every element ``value`` (``sage.splat``)."""
+    result_shape = static_shape(shape)
+    value = to_value(value)
+    if value.is_tile or value.is_pointer:
+        raise error(f"splat takes a scalar, got {value.type.mlir}")
+    result = TileType(result_shape, value.dtype)
+    return Value(result, backend().splat(value, result))
+
+
+def full(shape: tuple[int, int], value: Value | int | float, dtype: DType) -> Value:
+    """A ``shape`` tile of ``dtype`` filled with ``value`` (a number or a scalar value)."""
+    if not isinstance(dtype, DType):
+        raise error(f"full's dtype must be a dtype such as sl.float32, got {dtype!r}")
+    if isinstance(value, Value):
+        return splat(cast(value, dtype), shape)
+    return constant(value, TileType(static_shape(shape), dtype))
+
+
+def zeros(shape: tuple[int, int], dtype: DType) -> Value:
+    """A ``shape`` tile of zeros of ``dtype``."""
+    return full(shape, 0, dtype)
+
+
+def iota(shape: tuple[int, int], axis: int) -> Value:
+    """An i32 tile whose element ``(i, j)`` is ``i`` (axis 0) or ``j`` (axis 1) (``sage.iota``)."""
+    result = TileType(static_shape(shape), int32)
+    axis = _axis(axis)
+    return Value(result, backend().iota(axis, result))
+
+
+def broadcast(x: Value, shape: tuple[int, int]) -> Value:
+    """Tile ``x`` with size-1 dimensions repeated up to ``shape`` (``sage.broadcast``)."""
+    x = tile(x, "broadcast's operand")
+    target = static_shape(shape)
+    for have, want in zip(x.shape, target):
+        if have not in (1, want):
+            raise error(f"cannot broadcast {x.shape} to {target}: only size-1 dimensions expand")
+    if x.shape == target:
+        return x
+    result = TileType(target, x.dtype)
+    return Value(result, backend().broadcast(x, result))
+
+
+def reduce(x: Value, kind: str, axis: int) -> Value:
+    """``kind`` (sum, max, min, absmax) of tile ``x`` along ``axis``, kept with size 1."""
+    x = tile(x, "the reduced value")
+    if kind not in REDUCTIONS:
+        raise error(f"unknown reduction {kind!r}; expected one of {', '.join(REDUCTIONS)}")
+    axis = _axis(axis)
+    shape = (1, x.shape[1]) if axis == 0 else (x.shape[0], 1)
+    result = TileType(shape, x.dtype)
+    return Value(result, backend().reduce(kind, x, axis, result))
+
+
+def sum(x: Value, axis: int) -> Value:  # noqa: A001  (sl.sum, as numpy's)
+    """Sum along ``axis`` (16-bit floats accumulate in f32), keeping the axis."""
+    return reduce(x, "sum", axis)
+
+
+def max(x: Value, axis: int) -> Value:  # noqa: A001
+    """Maximum along ``axis``, keeping the axis."""
+    return reduce(x, "max", axis)
+
+
+def min(x: Value, axis: int) -> Value:  # noqa: A001
+    """Minimum along ``axis``, keeping the axis."""
+    return reduce(x, "min", axis)
+
+
+def absmax(x: Value, axis: int) -> Value:
+    """Maximum of ``|x|`` along ``axis``, keeping the axis."""
+    return reduce(x, "absmax", axis)
+
+
+def smooth(x: Value, axis: int = 0) -> tuple[Value, Value]:
+    """``(x - mean, mean)`` in f32, the mean along ``axis`` (``sage.smooth``)."""
+    x = tile(x, "smooth's operand", (float16, bfloat16, float32))
+    axis = _axis(axis)
+    mean_shape = (1, x.shape[1]) if axis == 0 else (x.shape[0], 1)
+    types = [TileType(x.shape, float32), TileType(mean_shape, float32)]
+    handles = backend().smooth(x, axis, types)
+    return Value(types[0], handles[0]), Value(types[1], handles[1])
+
+
+def _scheme(scheme: object) -> Int8Scheme:
+    if not isinstance(scheme, Int8Scheme):
+        raise error(f"expected a quantization scheme such as sl.int8_per_block, got {scheme!r}")
+    return scheme
+
+
+def quantize(x: Value, scheme: Int8Scheme, scale: Value | None = None) -> tuple[Value, Value]:
+    """``(q, scales)``: ``x`` quantized with ``scheme`` (``sage.quantize``).
+
+    With ``scale`` (f32, the scheme's scale shape) that scale is used instead
+    of computing one and is returned as ``scales``.
+    """
+    scheme = _scheme(scheme)
+    x = tile(x, "the quantized value", (float16, bfloat16, float32))
+    scale_type = TileType(scheme.scale_shape(x.shape), float32)
+    if scale is not None:
+        scale = tile(scale, "quantize's scale", (float32,))
+        if scale.type != scale_type:
+            raise error(f"{scheme.granularity} scale of a {x.type.mlir} tile must be "
+                        f"{scale_type.mlir}, got {scale.type.mlir}")
+    types = [TileType(x.shape, scheme.storage), scale_type]
+    handles = backend().quantize(scheme, x, scale, types)
+    return Value(types[0], handles[0]), Value(types[1], handles[1])
+
+
+def dequantize(q: Value, scales: Value, scheme: Int8Scheme) -> Value:
+    """``f32(q) * scale`` per element with ``scheme``'s granules (``sage.dequantize``)."""
+    scheme = _scheme(scheme)
+    q = tile(q, "the dequantized value", (scheme.storage,))
+    expected = TileType(scheme.scale_shape(q.shape), float32)
+    scales = tile(scales, "dequantize's scales", (float32,))
+    if scales.type != expected:
+        raise error(f"{scheme.granularity} scales of a {q.type.mlir} tile must be "
+                    f"{expected.mlir}, got {scales.type.mlir}")
+    result = TileType(q.shape, float32)
+    return Value(result, backend().dequantize(scheme, q, scales, result))
+
+
+def _contraction(lhs: Value, rhs: Value, contract: object) -> tuple[tuple[int, int], TileType]:
+    if not isinstance(contract, (tuple, list)) or len(contract) != 2:
+        raise error(f"contract is a pair (lhs dim, rhs dim), got {contract!r}")
+    dims = (_axis(contract[0]), _axis(contract[1]))
+    k_lhs, k_rhs = lhs.shape[dims[0]], rhs.shape[dims[1]]
+    if k_lhs != k_rhs:
+        raise error(f"contracted sizes differ: lhs {lhs.type.mlir} has {k_lhs} along "
+                    f"dimension {dims[0]}, rhs {rhs.type.mlir} has {k_rhs} along {dims[1]}")
+    return dims, TileType((lhs.shape[1 - dims[0]], rhs.shape[1 - dims[1]]), float32)
+
+
+def _accumulator(acc: Value | None, result: TileType) -> Value | None:
+    if acc is not None:
+        acc = tile(acc, "acc", (float32,))
+        if acc.type != result:
+            raise error(f"acc must be the result type {result.mlir}, got {acc.type.mlir}")
+    return acc
+
+
+def _scale_of(scale: Value, operand: Value, contract: int, what: str) -> Value:
+    scale = tile(scale, f"{what} scale", (float32,))
+    kept = 1 - contract
+    if scale.shape[contract] != 1:
+        raise error(f"{what} scale {scale.type.mlir} varies along the contracted "
+                    f"dimension {contract} of {operand.type.mlir}; it must have size 1 there")
+    if scale.shape[kept] not in (1, operand.shape[kept]):
+        raise error(f"{what} scale {scale.type.mlir} must have size 1 or "
+                    f"{operand.shape[kept]} along dimension {kept}")
+    return scale
+
+
+def qmatmul(lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
+            contract: tuple[int, int] = (1, 1), acc: Value | None = None) -> Value:
+    """``acc + f32(lhs . rhs) * (lhs_scale * rhs_scale)`` on i8 tiles (``sage.qmatmul``).
+
+    ``contract=(1, 1)`` is ``lhs @ rhs.T``, ``(1, 0)`` is ``lhs @ rhs`` and
+    ``(0, 0)`` is ``lhs.T @ rhs``. Each scale is ``1x1`` or one value per row
+    (column) of its operand's kept dimension.
+    """
+    lhs = tile(lhs, "qmatmul's lhs", (int8,))
+    rhs = tile(rhs, "qmatmul's rhs", (int8,))
+    dims, result = _contraction(lhs, rhs, contract)
+    if lhs.shape[dims[0]] > MAX_INT8_CONTRACTION:
+        raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
+                    f"(at most {MAX_INT8_CONTRACTION})")
+    lhs_scale = _scale_of(lhs_scale, lhs, dims[0], "lhs")
+    rhs_scale = _scale_of(rhs_scale, rhs, dims[1], "rhs")
+    acc = _accumulator(acc, result)
+    return Value(result, backend().qmatmul(lhs, lhs_scale, rhs, rhs_scale, acc, dims, result))
+
+
+def matmul(lhs: Value, rhs: Value, contract: tuple[int, int] = (1, 1),
+           acc: Value | None = None) -> Value:
+    """``acc + lhs . rhs`` of two f16 (or two bf16) tiles in f32 (``sage.matmul``)."""
+    lhs = tile(lhs, "matmul's lhs", (float16, bfloat16))
+    rhs = tile(rhs, "matmul's rhs", (float16, bfloat16))
+    if lhs.dtype != rhs.dtype:
+        raise error(f"matmul operands must both be f16 or both bf16, got "
+                    f"{lhs.type.mlir} and {rhs.type.mlir}")
+    dims, result = _contraction(lhs, rhs, contract)
+    acc = _accumulator(acc, result)
+    return Value(result, backend().matmul(lhs, rhs, acc, dims, result))
+
+
+def softmax_update(logits: Value, row_max: Value, row_sum: Value,
+                   scale: float | None = None) -> tuple[Value, Value, Value, Value, Value]:
+    """One online-softmax step in the exp2 domain (``sage.softmax_update``).
+
+    Returns ``(p, new_max, new_sum, alpha, p_max)``; ``scale`` (a Python
+    float) multiplies the logits first.
+    """
+    logits = tile(logits, "softmax_update's logits", (float32,))
+    stat = TileType((logits.shape[0], 1), float32)
+    for what, v in (("row_max", row_max), ("row_sum", row_sum)):
+        if tile(v, what, (float32,)).type != stat:
+            raise error(f"{what} must be {stat.mlir} for {logits.type.mlir} logits, "
+                        f"got {v.type.mlir}")
+    if scale is not None:
+        if isinstance(scale, Value) or isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise error(f"softmax_update's scale must be a compile-time number, got {scale!r}")
+        scale = float(scale)
+    types = [logits.type, stat, stat, stat, stat]
+    handles = backend().softmax_update(logits, row_max, row_sum, scale, types)
+    return tuple(Value(t, h) for t, h in zip(types, handles))  # type: ignore[return-value]
+

@@ -1,0 +1,70 @@
+"""``sl.trace``: a kernel function and its specialisation to a sage IR module."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+from sage.language.builder import IRBuilder
+from sage.language.core import ArgSpec
+from sage.language.diagnostics import error
+from sage.language.kernel import (check_arity, constexpr_values, definition,
+                                  kernel_signature, run_kernel)
+from sage.language.values import Value, using_backend
+
+TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+ALIGNMENT_ATTR = "sage.alignment"
+DIVISIBILITY_ATTR = "sage.divisibility"
+
+
+def _symbol(name: str) -> str:
+    return f"@{name}" if re.fullmatch(r"[A-Za-z_][\w$.]*", name) else f'@"{name}"'
+
+
+def _parameter(name: str, spec: ArgSpec) -> str:
+    hints = []
+    if spec.alignment is not None:
+        hints.append(f"{ALIGNMENT_ATTR} = {spec.alignment} : i64")
+    if spec.divisibility is not None:
+        hints.append(f"{DIVISIBILITY_ATTR} = {spec.divisibility} : i64")
+    attrs = f" {{{', '.join(hints)}}}" if hints else ""
+    return f"%{name}: {spec.type.mlir}{attrs}"
+
+
+def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
+          *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4) -> str:
+    """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
+
+    ``arg_specs`` describe the non-constexpr parameters in order. The text is
+    deterministic (same inputs, same bytes) and every op carries the
+    location of the kernel line that produced it.
+
+    Raises:
+        CompilationError: the kernel is invalid (message starts with file:line).
+        ValueError: ``arch`` or ``num_warps`` is not supported.
+    """
+    if arch not in TARGETS:
+        raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
+    if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps!r}")
+    signature = kernel_signature(fn)
+    check_arity(fn, signature, len(arg_specs), "argument specs")
+    constants = constexpr_values(fn, signature, constexprs)
+    builder = IRBuilder()
+    params, arguments = [], []
+    for param, spec in zip(signature.runtime, arg_specs):
+        if not isinstance(spec, ArgSpec):
+            raise error(f"argument '{param}' needs an sl.ArgSpec, got {spec!r}", definition(fn))
+        params.append(_parameter(param, spec))
+        arguments.append(Value(spec.type, builder.argument(param)))
+    with using_backend(builder):
+        run_kernel(fn, signature, arguments, constants)
+    body = "".join(f"    {line}\n" for line in builder.body_lines())
+    return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32}} {{\n'
+            f"  func.func {_symbol(name or fn.__name__)}({', '.join(params)}) "
+            f"attributes {{sage.kernel}} {{\n"
+            f"{body}"
+            f"    return\n"
+            f"  }} {definition(fn).mlir}\n"
+            f"}}\n")
+

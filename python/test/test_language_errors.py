@@ -1,0 +1,267 @@
+"""Trace-time errors: each names the user's file and line and says what is wrong."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import sage.compiler
+import sage.language as sl
+
+F16 = sl.ArgSpec.pointer(sl.float16)
+F32 = sl.ArgSpec.pointer(sl.float32)
+I8 = sl.ArgSpec.pointer(sl.int8)
+N = sl.ArgSpec.scalar(sl.int32)
+
+
+def _line_of(fn, needle: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if needle in line)
+
+
+def expect_error(fn, specs, constexprs, match: str, line_with: str | None = None) -> None:
+    """Tracing fails with ``match``; the error names this file at the line holding
+    ``line_with``. The interpreter reports the same error for pointer-free
+    inputs, since both share the checks."""
+    with pytest.raises(sl.CompilationError) as info:
+        sl.trace(fn, specs, constexprs)
+    message = str(info.value)
+    assert re.search(match, message), message
+    if line_with is not None:
+        assert f"{__file__}:{_line_of(fn, line_with)}:" in message, message
+
+
+def test_is_a_compiler_error():
+    assert issubclass(sl.CompilationError, sage.compiler.CompilationError)
+
+
+def test_qmatmul_needs_int8():
+    def kernel(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        s = sl.zeros((1, 1), sl.float32)
+        sl.qmatmul(t, s, t, s)  # HERE
+
+    expect_error(kernel, [F16, N], {}, r"qmatmul's lhs must be a tile of i8, got "
+                 r"tensor<16x16xf16>", "# HERE")
+
+
+def test_qmatmul_contracted_sizes_and_scales():
+    def sizes(a, n):
+        x = sl.load(a, (16, 32), (0, 0), (32, 1), (n, 32))
+        y = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        s = sl.zeros((1, 1), sl.float32)
+        sl.qmatmul(x, s, y, s)  # HERE
+
+    expect_error(sizes, [I8, N], {}, r"contracted sizes differ", "# HERE")
+
+    def scales(a, n):
+        x = sl.load(a, (16, 32), (0, 0), (32, 1), (n, 32))
+        s = sl.zeros((1, 32), sl.float32)
+        sl.qmatmul(x, s, x, sl.zeros((1, 1), sl.float32))  # HERE
+
+    expect_error(scales, [I8, N], {}, r"varies along the contracted dimension 1", "# HERE")
+
+    def acc(a, n):
+        x = sl.load(a, (16, 32), (0, 0), (32, 1), (n, 32))
+        s = sl.zeros((1, 1), sl.float32)
+        sl.qmatmul(x, s, x, s, acc=sl.zeros((16, 8), sl.float32))  # HERE
+
+    expect_error(acc, [I8, N], {}, r"acc must be the result type tensor<16x16xf32>", "# HERE")
+
+
+def test_matmul_operand_types():
+    def kernel(a, b, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        y = sl.load(b, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.matmul(x, y.to(sl.bfloat16))  # HERE
+
+    expect_error(kernel, [F16, F16, N], {}, r"must both be f16 or both bf16, got tensor<16x16xf16> and tensor<16x16xbf16>", "# HERE")
+
+
+def test_shape_mismatch():
+    def kernel(a, n):
+        x = sl.load(a, (16, 8), (0, 0), (8, 1), (n, 8))
+        y = sl.load(a, (8, 16), (0, 0), (16, 1), (n, 16))
+        z = x + y  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"tile shapes \(16, 8\) and \(8, 16\) do not broadcast",
+                 "# HERE")
+
+
+def test_runtime_value_as_shape():
+    def kernel(a, n):
+        sl.load(a, (n, 16), (0, 0), (16, 1), (n, 16))  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"a tile dimension must be a compile-time integer .* "
+                 r"got a runtime i32 value", "# HERE")
+
+
+def test_runtime_value_in_python_if():
+    def kernel(a, n):
+        if n > 4:  # HERE
+            pass
+
+    expect_error(kernel, [F32, N], {}, r"no Python truth value", "# HERE")
+
+
+def test_mixed_int_and_float_needs_a_cast():
+    def kernel(a, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        y = x * n  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"different types f32 and i32", "# HERE")
+
+
+def test_store_type_and_atomic():
+    def wrong_type(a, n):
+        sl.store(a, sl.zeros((4, 4), sl.float32), (0, 0), (4, 1), (n, 4))  # HERE
+
+    expect_error(wrong_type, [F16, N], {}, r"cannot store a tensor<4x4xf32> tile through a "
+                 r"!sage.ptr<f16>", "# HERE")
+
+    def atomic(a, n):
+        sl.store(a, sl.zeros((4, 4), sl.float16), (0, 0), (4, 1), (n, 4), atomic_add=True)  # HERE
+
+    expect_error(atomic, [F16, N], {}, r"atomic_add stores need f32", "# HERE")
+
+
+def test_quantize_errors():
+    def integer(a, n):
+        sl.quantize(sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4)), sl.int8_per_block)  # HERE
+
+    expect_error(integer, [I8, N], {}, r"quantized value must be a tile of f16, bf16, f32",
+                 "# HERE")
+
+    def scale(a, n):
+        x = sl.load(a, (4, 8), (0, 0), (8, 1), (n, 8))
+        sl.quantize(x, sl.int8_per_token, scale=sl.zeros((1, 8), sl.float32))  # HERE
+
+    expect_error(scale, [F32, N], {}, r"per_token scale of a tensor<4x8xf32> tile must be "
+                 r"tensor<4x1xf32>", "# HERE")
+
+    def scheme(a, n):
+        sl.quantize(sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4)), "per_block")  # HERE
+
+    expect_error(scheme, [F32, N], {}, r"expected a quantization scheme", "# HERE")
+
+
+def test_division_and_reduction_kinds():
+    def floordiv(a, n):
+        x = sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4))
+        y = x // 2.0  # HERE
+
+    expect_error(floordiv, [F32, N], {}, r"'floordiv' is not defined on float values", "# HERE")
+
+    def reduce(a, n):
+        sl.reduce(sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4)), "mean", 0)  # HERE
+
+    expect_error(reduce, [F32, N], {}, r"unknown reduction 'mean'", "# HERE")
+
+
+def test_softmax_update_statistics_shape():
+    def kernel(a, n):
+        s = sl.load(a, (4, 8), (0, 0), (8, 1), (n, 8))
+        sl.softmax_update(s, sl.zeros((1, 8), sl.float32), sl.zeros((4, 1), sl.float32))  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"row_max must be tensor<4x1xf32>", "# HERE")
+
+
+def test_loop_local_used_after_the_loop():
+    def kernel(a, n):
+        for i in sl.range(n):
+            t = sl.zeros((4, 4), sl.float32)
+        sl.store(a, t, (0, 0), (4, 1), (n, 4))  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"'t' is first assigned inside the sl.range loop .* "
+                 r"used after it", "# HERE")
+
+
+def test_loop_carried_type_change():
+    def kernel(a, n):
+        acc = sl.zeros((4, 4), sl.float32)
+        for i in sl.range(n):  # HERE
+            acc = acc.to(sl.float16)
+        sl.store(a, acc.to(sl.float32), (0, 0), (4, 1), (n, 4))
+
+    expect_error(kernel, [F32, N], {}, r"loop-carried 'acc' is tensor<4x4xf32> before the loop "
+                 r"but tensor<4x4xf16> at the end of its body", "# HERE")
+
+
+def test_break_in_a_runtime_loop():
+    def kernel(a, n):
+        for i in sl.range(n):
+            break  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"'break' is not allowed in an sl.range loop body",
+                 "# HERE")
+
+
+def test_loop_value_escaping_through_python():
+    def kernel(a, n):
+        kept = []
+        for i in sl.range(n):
+            kept.append(sl.zeros((4, 4), sl.float32))
+        sl.store(a, kept[0], (0, 0), (4, 1), (n, 4))  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"defined inside an sl.range loop body is used outside",
+                 "# HERE")
+
+
+def test_range_step_must_be_positive():
+    def kernel(a, n):
+        for i in sl.range(n, 0, -1):  # HERE
+            pass
+
+    expect_error(kernel, [F32, N], {}, r"step must be positive", "# HERE")
+
+
+def test_signature_errors():
+    def kernel(a, n, BLOCK: sl.constexpr):
+        pass
+
+    expect_error(kernel, [F32, N], {}, r"needs a value for constexpr 'BLOCK'")
+    expect_error(kernel, [F32, N], {"BLOCK": 4, "n": 3}, r"unknown constexpr argument\(s\) n for "
+                 r"kernel 'kernel' \(n not annotated sl.constexpr\)")
+    expect_error(kernel, [F32], {"BLOCK": 4}, r"has 2 runtime parameters \(a, n\), got 1")
+
+    def returns(a):
+        return sl.zeros((1, 1), sl.float32)
+
+    expect_error(returns, [F32], {}, r"must not return a value")
+
+
+def test_argument_specs():
+    with pytest.raises(ValueError, match="positive power of two"):
+        sl.ArgSpec.pointer(sl.float16, alignment=12)
+    with pytest.raises(ValueError, match="alignment applies to pointer"):
+        sl.ArgSpec(sl.int32, alignment=16)
+    with pytest.raises(ValueError, match="a pointer, i32, i64 or f32"):
+        sl.ArgSpec.scalar(sl.float16)
+    with pytest.raises(ValueError, match="num_warps"):
+        sl.trace(lambda a: None, [F32], {}, num_warps=3)
+
+
+def test_interpreter_reports_the_same_errors_and_bad_arguments():
+    def kernel(a, n):
+        x = sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4))
+        y = x * n  # HERE
+
+    with pytest.raises(sl.CompilationError, match=r"different types f32 and i32"):
+        sl.interpret(kernel, 1, [np.zeros(16, np.float32), 4], {})
+    with pytest.raises(sl.CompilationError, match=r"no sage element type for numpy float64"):
+        sl.interpret(kernel, 1, [np.zeros(16), 4], {})
+
+    def outside(a, n):
+        sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4))  # HERE
+
+    with pytest.raises(sl.CompilationError, match=r"sl.load: an in-bounds element lies "
+                       r"outside the buffer"):
+        sl.interpret(outside, 1, [np.zeros(8, np.float32), 4], {})
+
+
+def test_ops_outside_a_kernel():
+    with pytest.raises(sl.CompilationError, match="only inside a kernel"):
+        sl.program_id(0)

@@ -1,0 +1,152 @@
+"""Kernels run by the CPU interpreter, checked against float64 numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sage.language as sl
+from sage.reference import to_bf16
+from test_language_kernels import (attention_forward, every_op, half_matmul,
+                                   quant_matmul_example, row_softmax)
+
+RNG = np.random.default_rng(7)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def test_quant_matmul_with_tails_matches_the_quantized_product():
+    m, n, k = 70, 90, 100
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((n, k)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    sl.interpret(quant_matmul_example.quant_matmul, (_cdiv(m, 32), _cdiv(n, 64)),
+                 [a, b, c, m, n, k], dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64))
+    expected = np.zeros((m, n))
+    for i in range(0, m, 32):
+        for j in range(0, n, 64):
+            expected[i:i + 32, j:j + 64] = quant_matmul_example.reference(
+                a[i:i + 32], b[j:j + 64], 64)
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4)
+    exact = a.astype(np.float64) @ b.astype(np.float64).T
+    assert np.abs(c - exact).max() < 0.05 * np.abs(exact).max()
+
+
+def test_example_main_passes():
+    assert quant_matmul_example.main() == 0
+
+
+@pytest.mark.parametrize("dtype", [sl.float16, sl.bfloat16])
+def test_half_matmul(dtype):
+    m, n, k = 50, 40, 70
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    if dtype is sl.float16:
+        a, b = a.astype(np.float16), b.astype(np.float16)
+        args = [a, b]
+    else:
+        a, b = to_bf16(a), to_bf16(b)
+        args = [sl.Buffer(a, sl.bfloat16), sl.Buffer(b, sl.bfloat16)]
+    c = np.zeros((m, n), np.float32)
+    sl.interpret(half_matmul, (_cdiv(m, 32), _cdiv(n, 32)), [*args, c, m, n, k],
+                 dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_row_softmax_and_reductions():
+    m, n = 45, 64
+    x = (RNG.standard_normal((m, n)) * 4).astype(np.float32)
+    y = np.zeros_like(x)
+    stats = np.zeros((m, 2), np.float32)
+    sl.interpret(row_softmax, _cdiv(m, 16), [x, y, stats, m], dict(N=n, BLOCK_M=16))
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(stats[:, 0], x.max(axis=1))
+    np.testing.assert_array_equal(stats[:, 1], np.abs(x).max(axis=1))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_forward_with_runtime_loop(causal):
+    heads, n, n_kv, d = 2, 100, 150, 64
+    if causal:
+        n_kv = n
+    q = RNG.standard_normal((heads, n, d)).astype(np.float16)
+    k = RNG.standard_normal((heads, n_kv, d)).astype(np.float16)
+    v = RNG.standard_normal((heads, n_kv, d)).astype(np.float16)
+    o = np.zeros((heads, n, d), np.float32)
+    lse = np.zeros((heads, n), np.float32)
+    scale = d ** -0.5
+    sl.interpret(attention_forward, (_cdiv(n, 32), heads), [q, k, v, o, lse, n, n_kv],
+                 dict(D=d, BLOCK_M=32, BLOCK_N=64, SCALE=scale * np.log2(np.e),
+                      CAUSAL=causal))
+    s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((n, n_kv), bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    expected = np.einsum("hqk,hkd->hqd", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    # INT8 Q, K, P~ and V: errors of a few percent of the output's scale.
+    np.testing.assert_allclose(o, expected, atol=0.03 * np.abs(expected).max())
+    expected_lse = np.log2(np.exp(s).sum(axis=2))
+    np.testing.assert_allclose(lse, expected_lse, atol=0.05)
+
+
+def test_every_op_runs_and_matches_its_trace_semantics():
+    d, n = 32, 32
+    x = RNG.standard_normal((n, d)).astype(np.float16)
+    h = to_bf16(RNG.standard_normal((n, d)).astype(np.float32))
+    i8 = RNG.integers(-100, 100, (n, d)).astype(np.int8)
+    out = np.zeros((n, d), np.float32)
+    acc = np.zeros((d, 1), np.float32)
+    sl.interpret(every_op, 1, [x, sl.Buffer(h, sl.bfloat16), i8, out, acc, n, 0.5],
+                 dict(D=d, SCHEME=sl.int8_per_token.with_rounding("rna")))
+    assert np.isfinite(out).all() and np.isfinite(acc).all()
+    assert (to_bf16(out) == out).all()  # stored through a bf16 round trip
+
+
+def test_integer_division_truncates_and_pointer_offsets_work():
+    def kernel(x, out, a, b):
+        base = out + 1
+        t = sl.full((1, 4), 0, sl.int32)
+        t = sl.where(sl.iota((1, 4), 1) == 0, a // b, t)
+        t = sl.where(sl.iota((1, 4), 1) == 1, a % b, t)
+        t = sl.where(sl.iota((1, 4), 1) == 2, sl.load(x + 2, (1, 1), (0, 0), (1, 1), (1, 1)), t)
+        t = sl.where(sl.iota((1, 4), 1) == 3, -sl.abs(t) + (a > b).to(sl.int32), t)
+        sl.store(base, t, (0, 0), (1, 1), (1, 4))
+
+    x = np.arange(5, dtype=np.int32)
+    out = np.zeros(5, np.int32)
+    sl.interpret(kernel, 1, [x, out, -7, 2], {})
+    assert out.tolist() == [0, -3, -1, 2, 0]
+
+
+def test_loop_zero_trips_and_loop_variables():
+    def kernel(out, n, STEP: sl.constexpr):
+        total = 0
+        count = sl.zeros((1, 1), sl.int64)
+        for i in sl.range(1, n, STEP):
+            total = total + i
+            for j in sl.range(i):
+                count = count + 1
+        sl.store(out, sl.splat(total.to(sl.int64), (1, 1)) * 1000 + count,
+                 (0, 0), (1, 1), (1, 1))
+
+    out = np.zeros(1, np.int64)
+    sl.interpret(kernel, 1, [out, 7], dict(STEP=2))
+    assert out[0] == (1 + 3 + 5) * 1000 + (1 + 3 + 5)
+    sl.interpret(kernel, 1, [out, 0], dict(STEP=2))
+    assert out[0] == 0
+
+
+def test_grid_covers_three_axes():
+    def kernel(out):
+        p = (sl.program_id(2) * sl.num_programs(1) + sl.program_id(1)) * sl.num_programs(0) \
+            + sl.program_id(0)
+        sl.store(out, sl.splat(p, (1, 1)), (p, 0), (1, 1), (24, 1))
+
+    out = np.full(24, -1, np.int32)
+    sl.interpret(kernel, (2, 3, 4), [out], {})
+    assert out.tolist() == list(range(24))
