@@ -17,4 +17,6 @@ BUILD_TYPE="${SAGE_BUILD_TYPE:-Release}"
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 # Two jobs: a translation unit with MLIR headers takes ~2 GB to compile.
 cmake --build build -j "${SAGE_JOBS:-2}"
+# The Python binding (sage._sage): g++, Python headers and pybind11 only.
+bash scripts/build-binding.sh
 echo "sage: set-up done (build/bin/sage-opt)"

@@ -57,13 +57,10 @@ struct DiagnosticCollector {
 };
 } // namespace
 
-/// $SAGE_PTXAS when set, else ptxas on PATH, under $CUDA_HOME/bin, or in
-/// /usr/local/cuda/bin.
-static std::optional<std::string> findPtxas() {
+namespace sage {
+std::string findPtxas() {
   if (const char *chosen = std::getenv("SAGE_PTXAS"))
-    return llvm::sys::fs::can_execute(chosen)
-               ? std::optional<std::string>(chosen)
-               : std::nullopt;
+    return llvm::sys::fs::can_execute(chosen) ? chosen : "";
   if (llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName("ptxas"))
     return *path;
   SmallVector<std::string, 2> candidates;
@@ -73,16 +70,17 @@ static std::optional<std::string> findPtxas() {
   for (const std::string &path : candidates)
     if (llvm::sys::fs::can_execute(path))
       return path;
-  return std::nullopt;
+  return "";
 }
+} // namespace sage
 
 /// Assembles `ptx` with ptxas -v; a missing ptxas, an error or a register
 /// spill report is a diagnostic on `module`.
 static LogicalResult assembleCubin(ModuleOp module, const std::string &ptx,
                                    const std::string &arch,
                                    ::sage::CompileResult &result) {
-  std::optional<std::string> ptxas = findPtxas();
-  if (!ptxas)
+  std::string ptxas = ::sage::findPtxas();
+  if (ptxas.empty())
     return module.emitError()
            << "a cubin needs ptxas (CUDA toolkit): none at $SAGE_PTXAS, on "
               "PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin";
@@ -97,10 +95,10 @@ static LogicalResult assembleCubin(ModuleOp module, const std::string &ptx,
     os << ptx;
   }
   std::string gpu = "-arch=" + arch;
-  StringRef args[] = {*ptxas, gpu, "-v", input, "-o", output};
+  StringRef args[] = {ptxas, gpu, "-v", input, "-o", output};
   std::optional<StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
   std::string error;
-  int status = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects,
+  int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,
                                          /*SecondsToWait=*/0, 0, &error);
   auto readFile = [](StringRef path) {
     auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
@@ -131,6 +129,9 @@ CompileResult compile(const std::string &source,
   mlir::sage::registerPTXTranslations(registry);
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
   ctx.loadAllAvailableDialects();
+  // Errors name the location; the whole module after a failing pass is what
+  // SAGE_DUMP=passes (or --dump-ir) is for.
+  ctx.printOpOnDiagnostic(false);
   DiagnosticCollector diags(ctx);
   auto finish = [&]() -> CompileResult & {
     result.diagnostics = diags.text;
@@ -149,22 +150,31 @@ CompileResult compile(const std::string &source,
     pipeline.arch = options.arch;
     pipeline.numWarps = options.numWarps;
     mlir::sage::buildSageToNVVMPipeline(pm, pipeline);
-    std::unique_ptr<llvm::raw_fd_ostream> dump;
+    // The IR after each pass goes to a string, written to irDumpPath (if
+    // any) after the run, failed or not.
+    std::string passIR;
+    llvm::raw_string_ostream passStream(passIR);
+    bool dumping = !options.irDumpPath.empty() || options.capturePassIR;
+    if (dumping)
+      pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                          [](Pass *, Operation *) { return true; },
+                          /*printModuleScope=*/true,
+                          /*printAfterOnlyOnChange=*/false,
+                          /*printAfterOnlyOnFailure=*/false, passStream);
+    bool passed = succeeded(pm.run(*module)) && !diags.sawError;
     if (!options.irDumpPath.empty()) {
       std::error_code ec;
-      dump = std::make_unique<llvm::raw_fd_ostream>(options.irDumpPath, ec);
+      llvm::raw_fd_ostream dump(options.irDumpPath, ec);
       if (ec) {
         module->emitError()
             << "cannot write " << options.irDumpPath << ": " << ec.message();
         return finish();
       }
-      pm.enableIRPrinting([](Pass *, Operation *) { return false; },
-                          [](Pass *, Operation *) { return true; },
-                          /*printModuleScope=*/true,
-                          /*printAfterOnlyOnChange=*/false,
-                          /*printAfterOnlyOnFailure=*/false, *dump);
+      dump << passIR;
     }
-    if (failed(pm.run(*module)) || diags.sawError)
+    if (options.capturePassIR)
+      result.passIR = std::move(passIR);
+    if (!passed)
       return finish();
   }
   llvm::raw_string_ostream lowered(result.loweredMLIR);

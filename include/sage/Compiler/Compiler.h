@@ -1,6 +1,7 @@
 //===- Compiler.h - sage IR text in, PTX out --------------------*- C++ -*-===//
 //
-// The small public API the tools and the Python binding use. Everything runs
+// The small public API the tools use (the Python binding uses the C API in
+// CApi.h, which this header includes). Everything runs
 // in-process (no mlir-opt, llc or ptxas subprocess) with the same named
 // pipeline sage-opt replays, and every error diagnostic fails the call.
 //
@@ -8,6 +9,8 @@
 
 #ifndef SAGE_COMPILER_COMPILER_H
 #define SAGE_COMPILER_COMPILER_H
+
+#include "sage/Compiler/CApi.h"
 
 #include <string>
 
@@ -29,6 +32,8 @@ struct CompileOptions {
   std::string sourceName = "sage-input";
   /// When set, the IR after every pass is written to this file.
   std::string irDumpPath;
+  /// Keep the IR after every pass in `CompileResult::passIR`.
+  bool capturePassIR = false;
   /// Also assemble the PTX into a cubin with ptxas ($SAGE_PTXAS, else found
   /// on PATH, under $CUDA_HOME/bin or in /usr/local/cuda/bin); its -v report
   /// (registers, spills) lands in `ptxasLog`, and spills are a warning.
@@ -42,6 +47,8 @@ struct CompileResult {
   /// Optimised LLVM IR and the lowered MLIR (LLVM dialect).
   std::string llvmIR;
   std::string loweredMLIR;
+  /// The IR after every pass, when capturePassIR was set.
+  std::string passIR;
   /// The cubin and ptxas' report, when emitCubin was set.
   std::string cubin;
   std::string ptxasLog;
@@ -52,21 +59,11 @@ struct CompileResult {
 /// Compiles sage IR text (a module of `sage.kernel` functions) to PTX.
 CompileResult compile(const std::string &source, const CompileOptions &options);
 
+/// The ptxas a cubin compilation runs: $SAGE_PTXAS when set (empty if it is
+/// not executable), else ptxas on PATH, under $CUDA_HOME/bin or in
+/// /usr/local/cuda/bin; empty when there is none.
+std::string findPtxas();
+
 } // namespace sage
-
-/// The C API is the only thing libsage_compiler.so exports.
-#define SAGE_CAPI_EXPORT __attribute__((visibility("default")))
-
-extern "C" {
-/// C entry point for FFI users: returns 0 on success. `*ptx` or `*error`
-/// receives a malloc'ed string to release with sage_free. An empty `arch`
-/// or a `num_warps` of 0 keeps the module's own setting.
-SAGE_CAPI_EXPORT int sage_compile(const char *source, const char *arch,
-                                  int num_warps, int ptx_version, char **ptx,
-                                  char **error);
-SAGE_CAPI_EXPORT void sage_free(char *text);
-/// The compiler's version: "<release>+<git commit>"; part of JIT cache keys.
-SAGE_CAPI_EXPORT const char *sage_version(void);
-}
 
 #endif // SAGE_COMPILER_COMPILER_H

@@ -1,0 +1,52 @@
+"""SAGE_INTERPRET=1: a ``@sage.jit`` launch runs ``sage.language.interpret``
+on the CPU instead of the GPU.
+
+Pointer arguments may be numpy arrays, ``sl.Buffer`` (bf16 as float32) or
+torch tensors (any device): a tensor is copied to a numpy array (bf16
+through float32), the kernel runs, and the array is copied back into the
+tensor, so the caller sees its outputs written in place as on the GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sage.jit.specialize import ArgumentError, Param
+
+
+def _torch_to_host(name: str, tensor: Any) -> tuple[Any, Callable[[], None]]:
+    """A numpy view (or ``sl.Buffer`` for bf16) of a tensor's contents and
+    the function that writes it back."""
+    import sage.language as sl
+    import torch
+
+    if not tensor.is_contiguous():
+        raise ArgumentError(f"argument {name}: the interpreter needs a contiguous tensor")
+    bf16 = tensor.dtype == torch.bfloat16
+    host = tensor.detach().to("cpu", torch.float32 if bf16 else tensor.dtype).numpy().copy()
+
+    def write_back() -> None:
+        tensor.copy_(torch.from_numpy(host).to(tensor.device, tensor.dtype))
+    return (sl.Buffer(host, sl.bfloat16) if bf16 else host), write_back
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    return any(base.__module__.startswith("torch") and base.__name__ == "Tensor"
+               for base in type(value).__mro__)
+
+
+def interpret(fn: Callable, runtime_params: tuple[Param, ...], grid: tuple[int, int, int],
+              values: dict[str, Any], constexprs: dict[str, Any]) -> None:
+    """Runs ``fn`` in the interpreter with the call's arguments."""
+    import sage.language as sl
+
+    args, write_backs = [], []
+    for param in runtime_params:
+        value = values[param.name]
+        if _is_torch_tensor(value):
+            value, write_back = _torch_to_host(param.name, value)
+            write_backs.append(write_back)
+        args.append(value)
+    sl.interpret(fn, grid, args, constexprs)
+    for write_back in write_backs:
+        write_back()

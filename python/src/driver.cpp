@@ -1,0 +1,411 @@
+//===- driver.cpp - loading and launching kernels with the CUDA driver ----===//
+//
+// libcuda.so.1 is opened with dlopen on first use, so the extension builds
+// without the CUDA toolkit and imports on a machine without a GPU. The few
+// driver types and constants used are declared here (values from cuda.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "binding.h"
+
+#include <cstdint>
+#include <dlfcn.h>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+constexpr unsigned CU_MEMORYTYPE_HOST = 1;
+constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
+constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+/// Dynamic shared memory a kernel may use without opting in.
+constexpr int kDefaultSharedMemoryLimit = 48 * 1024;
+
+/// The driver entry points used, resolved once.
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int *);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *,
+                                 void **);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuFuncGetAttribute)(int *, int, CUfunction);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
+  CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+
+/// Raised for every failing driver call, with the driver's own words.
+PyObject *cudaErrorType = nullptr;
+
+[[noreturn]] void raiseCudaError(const std::string &message) {
+  PyErr_SetString(cudaErrorType, message.c_str());
+  throw py::error_already_set();
+}
+
+std::string loadError;
+
+/// The driver, loaded and initialised on first use; raises CudaError when
+/// there is no usable driver.
+const Driver &driver() {
+  static Driver api;
+  static bool loaded = false;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      loadError = std::string("cannot load the CUDA driver (libcuda.so.1): ") +
+                  dlerror();
+      return;
+    }
+    bool complete = true;
+    auto bind = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(handle, name));
+      if (!fn && complete) {
+        complete = false;
+        loadError = std::string("the CUDA driver lacks ") + name;
+      }
+    };
+#define SAGE_BIND(name) bind(api.name, #name)
+    SAGE_BIND(cuInit);
+    SAGE_BIND(cuDriverGetVersion);
+    SAGE_BIND(cuDeviceGetCount);
+    SAGE_BIND(cuDeviceGet);
+    SAGE_BIND(cuDeviceGetAttribute);
+    SAGE_BIND(cuDevicePrimaryCtxRetain);
+    SAGE_BIND(cuCtxGetCurrent);
+    SAGE_BIND(cuCtxSetCurrent);
+    SAGE_BIND(cuCtxSynchronize);
+    SAGE_BIND(cuModuleLoadDataEx);
+    SAGE_BIND(cuModuleGetFunction);
+    SAGE_BIND(cuModuleUnload);
+    SAGE_BIND(cuFuncSetAttribute);
+    SAGE_BIND(cuFuncGetAttribute);
+    SAGE_BIND(cuLaunchKernel);
+    SAGE_BIND(cuPointerGetAttribute);
+    SAGE_BIND(cuGetErrorName);
+    SAGE_BIND(cuGetErrorString);
+#undef SAGE_BIND
+    if (!complete)
+      return;
+    CUresult status = api.cuInit(0);
+    if (status != CUDA_SUCCESS) {
+      const char *name = nullptr;
+      api.cuGetErrorName(status, &name);
+      loadError = std::string("cuInit failed: ") + (name ? name : "?");
+      return;
+    }
+    loaded = true;
+  });
+  if (!loaded)
+    raiseCudaError(loadError);
+  return api;
+}
+
+/// Raises CudaError("<what>: <NAME> (<description>)") unless status is 0.
+void check(CUresult status, const std::string &what) {
+  if (status == CUDA_SUCCESS)
+    return;
+  const Driver &api = driver();
+  const char *name = nullptr, *text = nullptr;
+  api.cuGetErrorName(status, &name);
+  api.cuGetErrorString(status, &text);
+  raiseCudaError(what + ": " +
+                 (name ? name : "CUDA error " + std::to_string(status)) + " (" +
+                 (text ? text : "no description") + ")");
+}
+
+CUcontext primaryContext(int ordinal) {
+  const Driver &api = driver();
+  CUdevice device;
+  check(api.cuDeviceGet(&device, ordinal),
+        "cuDeviceGet(" + std::to_string(ordinal) + ")");
+  CUcontext context;
+  check(api.cuDevicePrimaryCtxRetain(&context, device),
+        "cuDevicePrimaryCtxRetain");
+  return context;
+}
+
+void makeCurrent(CUcontext context) {
+  const Driver &api = driver();
+  CUcontext current = nullptr;
+  check(api.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current != context)
+    check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+}
+
+int deviceAttribute(int ordinal, int attribute) {
+  const Driver &api = driver();
+  CUdevice device;
+  check(api.cuDeviceGet(&device, ordinal),
+        "cuDeviceGet(" + std::to_string(ordinal) + ")");
+  int value = 0;
+  check(api.cuDeviceGetAttribute(&value, attribute, device),
+        "cuDeviceGetAttribute");
+  return value;
+}
+
+/// One kernel of a loaded module, with the launch facts of its PTX header.
+/// The signature has one letter per argument: P (pointer), i (i32), l (i64),
+/// f (f32).
+class Kernel {
+public:
+  Kernel(const py::bytes &image, std::string name, int device, int threads,
+         int sharedMemory, std::string signature)
+      : name(std::move(name)), signature(std::move(signature)), device(device),
+        threads(threads), sharedMemory(sharedMemory) {
+    for (char c : this->signature)
+      if (c != 'P' && c != 'i' && c != 'l' && c != 'f')
+        throw py::value_error("bad kernel signature '" + this->signature +
+                              "': letters are P, i, l, f");
+    const Driver &api = driver();
+    context = primaryContext(device);
+    makeCurrent(context);
+    std::string data = image; // NUL-terminated, as PTX must be
+    std::vector<char> log(8192, '\0');
+    int options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log.data(), reinterpret_cast<void *>(log.size() - 1)};
+    CUresult status =
+        api.cuModuleLoadDataEx(&module, data.c_str(), 2, options, values);
+    if (status != CUDA_SUCCESS)
+      check(status, "cuModuleLoadDataEx for kernel " + this->name +
+                        (log[0] ? ":\n" + std::string(log.data()) : ""));
+    check(api.cuModuleGetFunction(&function, module, this->name.c_str()),
+          "cuModuleGetFunction(" + this->name + ")");
+    if (sharedMemory > kDefaultSharedMemoryLimit) {
+      int limit = deviceAttribute(
+          device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+      if (sharedMemory > limit)
+        raiseCudaError(
+            "kernel " + this->name + " needs " + std::to_string(sharedMemory) +
+            " bytes of shared memory; device " + std::to_string(device) +
+            " allows " + std::to_string(limit));
+      check(api.cuFuncSetAttribute(
+                function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                sharedMemory),
+            "cuFuncSetAttribute(max dynamic shared memory)");
+    }
+  }
+  Kernel(const Kernel &) = delete;
+  Kernel &operator=(const Kernel &) = delete;
+  ~Kernel() {
+    // Best effort: at interpreter exit the context may already be gone.
+    if (module)
+      driver().cuModuleUnload(module);
+  }
+
+  int attribute(int which) const {
+    int value = 0;
+    check(driver().cuFuncGetAttribute(&value, which, function),
+          "cuFuncGetAttribute");
+    return value;
+  }
+
+  /// Launches on `stream` (a CUstream/cudaStream_t as an integer).
+  void launch(unsigned gridX, unsigned gridY, unsigned gridZ,
+              std::uintptr_t stream, const py::tuple &args) const {
+    size_t count = signature.size();
+    if (args.size() != count)
+      throw py::type_error("kernel " + name + " takes " +
+                           std::to_string(count) + " arguments, got " +
+                           std::to_string(args.size()));
+    union Slot {
+      std::uint64_t pointer;
+      std::int32_t i32;
+      std::int64_t i64;
+      float f32;
+    };
+    constexpr size_t kInline = 32;
+    Slot inlineSlots[kInline];
+    void *inlineParams[kInline];
+    std::vector<Slot> heapSlots;
+    std::vector<void *> heapParams;
+    Slot *slots = inlineSlots;
+    void **params = inlineParams;
+    if (count > kInline) {
+      heapSlots.resize(count);
+      heapParams.resize(count);
+      slots = heapSlots.data();
+      params = heapParams.data();
+    }
+    for (size_t i = 0; i < count; ++i) {
+      PyObject *arg = PyTuple_GET_ITEM(args.ptr(), i);
+      Slot &slot = slots[i];
+      switch (signature[i]) {
+      case 'P':
+        slot.pointer = PyLong_AsUnsignedLongLong(arg);
+        break;
+      case 'i': {
+        long long v = PyLong_AsLongLong(arg);
+        if (!PyErr_Occurred() && (v < INT32_MIN || v > INT32_MAX))
+          PyErr_SetString(PyExc_OverflowError, "does not fit in i32");
+        slot.i32 = static_cast<std::int32_t>(v);
+        break;
+      }
+      case 'l':
+        slot.i64 = PyLong_AsLongLong(arg);
+        break;
+      default:
+        slot.f32 = static_cast<float>(PyFloat_AsDouble(arg));
+        break;
+      }
+      if (PyErr_Occurred()) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        std::string why = value ? py::str(value).cast<std::string>() : "";
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        throw py::type_error("kernel " + name + ", argument " +
+                             std::to_string(i) + " (" + signature[i] +
+                             "): " + why);
+      }
+      params[i] = &slot;
+    }
+    const Driver &api = driver();
+    makeCurrent(context);
+    check(api.cuLaunchKernel(function, gridX, gridY, gridZ, threads, 1, 1,
+                             sharedMemory, reinterpret_cast<CUstream>(stream),
+                             params, nullptr),
+          "cuLaunchKernel(" + name + ")");
+  }
+
+  const std::string name, signature;
+  const int device, threads, sharedMemory;
+
+private:
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+};
+} // namespace
+
+void sage::python::registerDriver(py::module_ &m) {
+  // Kept alive for the life of the process (the module holds a reference).
+  cudaErrorType =
+      PyErr_NewException("sage._sage.CudaError", PyExc_RuntimeError, nullptr);
+  if (!cudaErrorType)
+    throw py::error_already_set();
+  m.attr("CudaError") = py::reinterpret_borrow<py::object>(cudaErrorType);
+
+  m.def(
+      "cuda_available",
+      [] {
+        try {
+          driver();
+          int count = 0;
+          return driver().cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0;
+        } catch (py::error_already_set &) {
+          return false;
+        }
+      },
+      "True when libcuda.so.1 loads, initialises and sees a device");
+  m.def(
+      "driver_version",
+      [] {
+        int version = 0;
+        check(driver().cuDriverGetVersion(&version), "cuDriverGetVersion");
+        return version;
+      },
+      "The CUDA driver's version (e.g. 13000)");
+  m.def(
+      "device_count",
+      [] {
+        int count = 0;
+        check(driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
+        return count;
+      },
+      "Number of CUDA devices");
+  m.def(
+      "device_capability",
+      [](int device) {
+        return py::make_tuple(
+            deviceAttribute(device,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            deviceAttribute(device,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+      },
+      py::arg("device"), "(major, minor) compute capability of a device");
+  m.def(
+      "pointer_device",
+      [](std::uint64_t pointer) {
+        const Driver &api = driver();
+        unsigned memoryType = 0;
+        if (api.cuPointerGetAttribute(&memoryType,
+                                      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      pointer) != CUDA_SUCCESS ||
+            memoryType == CU_MEMORYTYPE_HOST)
+          return -1;
+        int ordinal = -1;
+        if (api.cuPointerGetAttribute(&ordinal,
+                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      pointer) != CUDA_SUCCESS)
+          return -1;
+        return ordinal;
+      },
+      py::arg("pointer"),
+      "The device ordinal owning a pointer, -1 for host or unknown memory");
+  m.def(
+      "synchronize",
+      [](int device) {
+        makeCurrent(primaryContext(device));
+        check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
+      },
+      py::arg("device") = 0, "Waits for all work on a device");
+
+  py::class_<Kernel>(m, "Kernel",
+                     "A kernel loaded from a cubin or PTX image on a device")
+      .def(py::init<const py::bytes &, std::string, int, int, int,
+                    std::string>(),
+           py::arg("image"), py::arg("name"), py::arg("device"),
+           py::arg("threads"), py::arg("shared_memory"), py::arg("signature"))
+      .def_readonly("name", &Kernel::name)
+      .def_readonly("signature", &Kernel::signature)
+      .def_readonly("device", &Kernel::device)
+      .def_readonly("threads", &Kernel::threads)
+      .def_readonly("shared_memory", &Kernel::sharedMemory)
+      .def_property_readonly("num_regs",
+                             [](const Kernel &k) {
+                               return k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+                             })
+      .def_property_readonly("local_memory",
+                             [](const Kernel &k) {
+                               return k.attribute(
+                                   CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+                             })
+      .def("launch", &Kernel::launch, py::arg("grid_x"), py::arg("grid_y"),
+           py::arg("grid_z"), py::arg("stream"), py::arg("args"),
+           "Launches with packed arguments on a stream (an integer handle)");
+}

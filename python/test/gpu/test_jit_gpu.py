@@ -1,0 +1,178 @@
+"""@sage.jit on the GPU: DSL kernels launched with torch tensors against the
+interpreter, argument checks, streams, the disk cache across JIT objects.
+Skipped without a GPU (conftest); needs torch and the binding
+(scripts/build-binding.sh)."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sage
+import sage.language as sl
+from sage.jit import ArgumentError
+
+torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def scale(x, y, n, alpha, BLOCK: sl.constexpr = 256):
+    row = sl.program_id(0) * BLOCK
+    t = sl.load(x, shape=(1, BLOCK), offsets=(0, row), strides=(n, 1), bounds=(1, n))
+    sl.store(y, t * alpha, offsets=(0, row), strides=(n, 1), bounds=(1, n))
+
+
+def widen(x: sl.pointer_type(sl.bfloat16), y, n, BLOCK: sl.constexpr = 128):
+    row = sl.program_id(0) * BLOCK
+    t = sl.load(x, shape=(1, BLOCK), offsets=(0, row), strides=(n, 1), bounds=(1, n))
+    sl.store(y, t.to(sl.float32), offsets=(0, row), strides=(n, 1), bounds=(1, n))
+
+
+def _example(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "python" / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGE_CACHE_DIR", str(tmp_path / "cache"))
+    for knob in ("SAGE_INTERPRET", "SAGE_DUMP", "SAGE_OVERRIDE_DIR", "SAGE_ALWAYS_COMPILE"):
+        monkeypatch.delenv(knob, raising=False)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def run_both(kernel, grid, make_args, monkeypatch, **constexprs):
+    """The kernel's outputs on the GPU and in the interpreter, same inputs."""
+    gpu_args = make_args("cuda")
+    kernel[grid](*gpu_args, **constexprs)
+    torch.cuda.synchronize()
+    cpu_args = make_args("cpu")
+    monkeypatch.setenv("SAGE_INTERPRET", "1")
+    kernel[grid](*cpu_args, **constexprs)
+    monkeypatch.delenv("SAGE_INTERPRET")
+    return gpu_args, cpu_args
+
+
+def test_scale_matches_the_interpreter(monkeypatch, record):
+    kernel = sage.jit(scale)
+    n = 1000  # a masked tail
+
+    def make(device):
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(n, generator=gen).to(device)
+        return [x, torch.zeros(n, device=device), n, 1.5]
+    gpu, cpu = run_both(kernel, lambda meta: (_cdiv(meta["n"], meta["BLOCK"]),), make,
+                        monkeypatch)
+    assert torch.equal(gpu[1].cpu(), cpu[1])
+    assert torch.equal(cpu[1], cpu[0] * 1.5)
+    compiled = kernel.compile(*gpu)
+    record("jit_scale_arch", compiled.arch)
+    record("jit_scale_origin", compiled.origin)
+
+
+def test_bf16_through_the_interpreter_and_gpu(monkeypatch):
+    kernel = sage.jit(widen)
+    n = 300
+
+    def make(device):
+        x = torch.linspace(-4, 4, n, dtype=torch.bfloat16).to(device)
+        return [x, torch.zeros(n, device=device), n]
+    gpu, cpu = run_both(kernel, (_cdiv(n, 128),), make, monkeypatch)
+    assert torch.equal(gpu[1].cpu(), cpu[1])
+    assert torch.equal(cpu[1], cpu[0].float())
+
+
+def test_quant_matmul_example_matches_the_interpreter(monkeypatch, record):
+    example = _example("quant_matmul")
+    kernel = sage.jit(example.quant_matmul)
+    m, n, k = 200, 136, 320
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
+
+    def make(device):
+        gen = torch.Generator().manual_seed(1)
+        a = torch.randn(m, k, generator=gen).half().to(device)
+        b = torch.randn(n, k, generator=gen).half().to(device)
+        return [a, b, torch.zeros(m, n, device=device), m, n, k]
+    gpu, cpu = run_both(kernel, (_cdiv(m, 64), _cdiv(n, 64)), make, monkeypatch, **blocks)
+    difference = (gpu[2].cpu() - cpu[2]).abs().max().item()
+    record("jit_quant_matmul_max_abs_diff_vs_interpreter", difference)
+    assert difference <= 1e-4 * cpu[2].abs().max().item()
+
+
+def test_launch_on_the_current_stream():
+    kernel = sage.jit(scale)
+    n = 1 << 20
+    x = torch.randn(n, device="cuda")
+    y = torch.zeros(n, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        kernel[(_cdiv(n, 256),)](x, y, n, 3.0)
+    stream.synchronize()
+    assert torch.equal(y, x * 3.0)
+
+
+def test_disk_cache_serves_a_new_jit_object(record):
+    x = torch.randn(4096, device="cuda")
+    y = torch.zeros(4096, device="cuda")
+    start = time.perf_counter()
+    first = sage.jit(scale).compile(x, y, 4096, 2.0)
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    second = sage.jit(scale).compile(x, y, 4096, 2.0)
+    hit = time.perf_counter() - start
+    assert (first.origin, second.origin) == ("compiled", "cache")
+    second[(16,)](x, y, 4096, 2.0)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2.0)
+    record("jit_scale_cold_compile_s", cold)
+    record("jit_scale_disk_hit_s", hit)
+
+
+def test_argument_errors_name_the_argument():
+    kernel = sage.jit(scale)
+    x = torch.randn(1024, device="cuda")
+    y = torch.zeros(1024, device="cuda")
+    with pytest.raises(ArgumentError, match="argument x is not in CUDA device memory"):
+        kernel[(4,)](x.cpu(), y, 1024, 1.0)
+    with pytest.raises(ArgumentError, match="argument y is not contiguous"):
+        kernel[(4,)](x, torch.zeros(1024, 2, device="cuda")[:, 0], 1024, 1.0)
+    with pytest.raises(ArgumentError, match="argument x: expected a tensor of bfloat16, "
+                                            "got float32"):
+        sage.jit(widen)[(4,)](x, y, 1024)
+    with pytest.raises(ArgumentError, match="argument x has a dtype sage does not handle"):
+        kernel[(4,)](x.double(), y, 1024, 1.0)
+    aligned = kernel.compile(x, y, 1024, 1.0)
+    with pytest.raises(ArgumentError, match="argument x does not match the compiled "
+                                            "specialisation: a 16-byte aligned pointer"):
+        aligned[(4,)](x[1:], y, 1023, 1.0)
+    # Through the JIT itself a misaligned view is a new specialisation, not an error.
+    kernel[(4,)](x[1:], y, 1023, 1.0)
+    torch.cuda.synchronize()
+    assert torch.equal(y[:1023], x[1:] * 1.0)
+
+
+def test_warm_launch_overhead(record):
+    kernel = sage.jit(scale)
+    x = torch.randn(256, device="cuda")
+    y = torch.zeros(256, device="cuda")
+    launch = kernel[(1,)]
+    for _ in range(10):
+        launch(x, y, 256, 1.0)
+    torch.cuda.synchronize()
+    count = 2000
+    start = time.perf_counter()
+    for _ in range(count):
+        launch(x, y, 256, 1.0)
+    per_launch = (time.perf_counter() - start) / count
+    torch.cuda.synchronize()
+    record("jit_warm_launch_us", per_launch * 1e6)
+    assert per_launch < 200e-6
