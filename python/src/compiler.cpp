@@ -64,9 +64,9 @@ public:
     char *path = api.findPtxas();
     if (!path)
       return py::none();
-    py::str out(path);
+    py::object out = py::str(path);
     api.free(path);
-    return std::move(out);
+    return out;
   }
 
   CompileOutput compile(const std::string &source, const std::string &arch,
