@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "examples"))
 
 import torch  # noqa: E402
 
 import sage  # noqa: E402
 import sage.language as sl  # noqa: E402
+from quant_matmul import quant_matmul  # noqa: E402  (the README's example kernel)
 
 
 def scale(x, y, n, alpha, BLOCK: sl.constexpr = 256):
@@ -35,23 +37,6 @@ def scale(x, y, n, alpha, BLOCK: sl.constexpr = 256):
     row = sl.program_id(0) * BLOCK
     t = sl.load(x, shape=(1, BLOCK), offsets=(0, row), strides=(n, 1), bounds=(1, n))
     sl.store(y, t * alpha, offsets=(0, row), strides=(n, 1), bounds=(1, n))
-
-
-def quant_matmul(a, b, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
-                 BLOCK_K: sl.constexpr):
-    """A realistic kernel for the cold-compile stages (as python/examples)."""
-    row = sl.program_id(0) * BLOCK_M
-    col = sl.program_id(1) * BLOCK_N
-    acc = sl.zeros((BLOCK_M, BLOCK_N), sl.float32)
-    for k in sl.range(0, K, BLOCK_K):
-        at = sl.load(a, shape=(BLOCK_M, BLOCK_K), offsets=(row, k), strides=(K, 1),
-                     bounds=(M, K))
-        bt = sl.load(b, shape=(BLOCK_N, BLOCK_K), offsets=(col, k), strides=(K, 1),
-                     bounds=(N, K))
-        aq, sa = sl.quantize(at, sl.int8_per_block)
-        bq, sb = sl.quantize(bt, sl.int8_per_block)
-        acc = sl.qmatmul(aq, sa, bq, sb, contract=(1, 1), acc=acc)
-    sl.store(c, acc, offsets=(row, col), strides=(N, 1), bounds=(M, N))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -19,10 +19,14 @@ for kernel in examples/*.mlir; do
   ptx="$(mktemp --suffix=.ptx)"
   build/bin/sage-translate "$kernel" --arch="$ARCH" -o "$ptx"
   echo "-- PTX ($ARCH): $(head -1 "$ptx")"
-  grep -oE '(wgmma.mma_async|mma.sync)[a-z0-9.]*' "$ptx" | sort | uniq -c | sed 's/^/   /'
+  { grep -oE '(wgmma.mma_async|mma.sync|cp.async.cg)[a-z0-9.]*' "$ptx" || true; } | sort | uniq -c | sed 's/^/   /'
   PTXAS="$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)"
   if [ -x "$PTXAS" ]; then
     "$PTXAS" -arch="$ARCH" -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' | sed 's/^/   /'
   fi
   rm -f "$ptx"
 done
+echo "=================================================================="
+echo "== python/examples/quant_matmul.py in the interpreter (SAGE_INTERPRET=1)"
+echo "=================================================================="
+SAGE_INTERPRET=1 python3 python/examples/quant_matmul.py

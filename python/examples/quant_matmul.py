@@ -6,12 +6,14 @@ quantizes each tile to INT8 with one scale per tile, multiplies on INT8 and
 scales back to f32. The contraction runs over K in BLOCK_K steps with a
 runtime loop; tails in M, N and K are masked by the loads' bounds.
 
-Run ``python3 python/examples/quant_matmul.py`` to execute it on the CPU
-interpreter and check it against numpy.
+``python3 python/examples/quant_matmul.py`` compiles it for the GPU, runs it
+with torch tensors and checks it against numpy; with ``SAGE_INTERPRET=1`` the
+same kernel runs on the CPU interpreter instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import sage  # noqa: E402
 import sage.language as sl  # noqa: E402
 
 
@@ -39,6 +42,9 @@ def quant_matmul(a, b, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
     sl.store(c, acc, offsets=(row, col), strides=(N, 1), bounds=(M, N))
 
 
+kernel = sage.jit(quant_matmul)
+
+
 def reference(a: np.ndarray, b: np.ndarray, block_k: int) -> np.ndarray:
     """The same computation in float64 numpy: per-block INT8 per K block."""
     out = np.zeros((a.shape[0], b.shape[0]))
@@ -56,25 +62,43 @@ def _quantize_block(x: np.ndarray) -> tuple[np.ndarray, float]:
     return q.astype(np.float64), float(scale)
 
 
+def run(a: np.ndarray, b: np.ndarray, blocks: dict[str, int]) -> np.ndarray:
+    """C through ``@sage.jit``: on the GPU with torch tensors, or on the CPU
+    interpreter with numpy arrays when ``SAGE_INTERPRET=1``."""
+    m, n, k = a.shape[0], b.shape[0], a.shape[1]
+    grid = (-(-m // blocks["BLOCK_M"]), -(-n // blocks["BLOCK_N"]))
+    if os.environ.get("SAGE_INTERPRET") == "1":
+        c = np.zeros((m, n), np.float32)
+        kernel[grid](a, b, c, m, n, k, **blocks)
+        return c
+    try:
+        import torch  # the GPU path needs torch; the interpreter does not
+    except ImportError:
+        raise SystemExit("this example needs torch and a CUDA GPU; "
+                         "run it with SAGE_INTERPRET=1 to use the CPU interpreter")
+    a_gpu, b_gpu = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    c = torch.zeros((m, n), dtype=torch.float32, device="cuda")
+    kernel[grid](a_gpu, b_gpu, c, m, n, k, **blocks)
+    return c.cpu().numpy()
+
+
 def main() -> int:
     rng = np.random.default_rng(0)
     m, n, k = 100, 72, 160  # no multiple of the blocks: every tail is masked
-    block_m, block_n, block_k = 64, 64, 64
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((n, k)).astype(np.float16)
-    c = np.zeros((m, n), np.float32)
-    grid = (-(-m // block_m), -(-n // block_n))
-    sl.interpret(quant_matmul, grid, [a, b, c, m, n, k],
-                 dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k))
+    c = run(a, b, blocks)
     # Scales are per tile, so the reference quantizes each program's tiles.
     expected = np.zeros((m, n))
-    for i in range(0, m, block_m):
-        for j in range(0, n, block_n):
-            expected[i:i + block_m, j:j + block_n] = reference(
-                a[i:i + block_m], b[j:j + block_n], block_k)
+    for i in range(0, m, blocks["BLOCK_M"]):
+        for j in range(0, n, blocks["BLOCK_N"]):
+            expected[i:i + blocks["BLOCK_M"], j:j + blocks["BLOCK_N"]] = reference(
+                a[i:i + blocks["BLOCK_M"]], b[j:j + blocks["BLOCK_N"]], blocks["BLOCK_K"])
     error = np.abs(c - expected).max()
     exact = a.astype(np.float64) @ b.astype(np.float64).T
-    print(f"max |C - reference| = {error:.2e}, "
+    where = "interpreter" if os.environ.get("SAGE_INTERPRET") == "1" else "GPU"
+    print(f"{where}: max |C - reference| = {error:.2e}, "
           f"max |C - unquantized| = {np.abs(c - exact).max():.2e}")
     return 0 if error < 1e-3 else 1
 
