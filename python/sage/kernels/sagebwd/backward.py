@@ -1,0 +1,95 @@
+"""The SageBwd backward (spec 4.2): KV block outer, query blocks inner (FA2 order).
+
+Grid: (ceil(Nkv / BLOCK_N), B*H). One program owns key block j of one
+(batch, *query* head): it accumulates that head's share of dK_j and dV_j in
+registers and adds it atomically into the kv head's f32 dK/dV (so GQA/MQA
+reduce over the query heads of a group with no extra buffer or pass; the
+buffers must be zeroed). dQ_i is reduced over key blocks with f32 atomic
+adds into a (B*H, N, D) f32 workspace, also zeroed.
+
+Gradient constants (spec 4.4). The natural logits are z = sm_scale Q K^T;
+the kernel's S = c Q K_s^T with c = sm_scale log2 e differs from z log2 e
+only by per-row constants (K-smoothing), so P = exp2(S - L) = softmax(z)
+and dS = P o (dP - delta) is dLoss/dz. Then
+
+* dQ = sm_scale dS K = sm_scale dS K_s (rowsum(dS) = 0 up to rounding; no
+  K-mean correction, spec 3.1) = sm_scale * s_dS s_K (dS^ K^): sm_scale is
+  folded into the dS scale of the dQ product;
+* dK = sm_scale dS^T Q, and s_Q Q^ encodes c Q, so dK = (sm_scale / c)
+  dS^T (s_Q Q^) = ln 2 * dS^T (s_Q Q^): applied once at the end. With
+  Q-smoothing, Q = Q_s + 1 q_mean / c, which adds ln 2 colsum(dS)^T q_mean
+  (the dK bias term of spec 3.2, from the f32 dS).
+"""
+
+from __future__ import annotations
+
+import sage.language as sl
+from sage.kernels.sagebwd.common import (cdiv, kv_head_of, load_block_scale, load_row_stat,
+                                         load_rows, load_vector, row_to_column,
+                                         slice_of, smoothing_bias, store_rows, visible)
+
+LN2 = 0.6931471805599453
+
+
+def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, lse, delta,
+                     dq, dk, dv, p_out, ds_out, sm_scale, N, N_KV, H, H_KV,
+                     D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
+                     CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
+                     STORE_P_DS: sl.constexpr):
+    """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
+
+    Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
+    v is the 16-bit V (B*Hkv, Nkv, D) (dP = dO V^T stays 16-bit); do (B*H, N, D)
+    16-bit, do_q / do_scale and delta from the backward pre-pass.
+    dq: (B*H, N, D) f32 workspace; dk, dv: (B*Hkv, Nkv, D) f32; all zeroed.
+    With STORE_P_DS, P and dS (f32, before quantization) are written to p_out
+    and ds_out, (B*H, N, Nkv) f32 (for the accuracy report and tests).
+    """
+    block = sl.program_id(0)
+    bh = sl.program_id(1)
+    kv = kv_head_of(bh, H, H_KV)
+    col = block * BLOCK_N
+    nq_blocks = cdiv(N, BLOCK_M)
+    sk = load_block_scale(k_scale, kv, block, cdiv(N_KV, BLOCK_N))
+    dk_acc = sl.zeros((BLOCK_N, D), sl.float32)
+    dv_acc = sl.zeros((BLOCK_N, D), sl.float32)
+    start = 0
+    if CAUSAL:
+        start = (col // BLOCK_M) * BLOCK_M  # first query block that sees this key block
+    # Operand tiles (K^_j, V_j, Q^_i) are loaded next to each matmul that uses
+    # them rather than once per loop or per iteration: with the two BLOCK_N x D
+    # f32 accumulators resident, keeping them in registers spills (D=128); a
+    # load that only feeds a matmul is copied straight to shared memory.
+    for row in sl.range(start, N, BLOCK_M):
+        qblock = row // BLOCK_M
+        sq = load_block_scale(q_scale, bh, qblock, nq_blocks)
+        s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
+                       load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk, contract=(1, 1))
+        if SMOOTH_Q:
+            qbar = load_vector(q_mean, bh * nq_blocks + qblock, D)
+            s = s + smoothing_bias(qbar, load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk)
+        mask = visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL)
+        p = sl.where(mask, sl.exp2(s - load_row_stat(lse, bh, row, N, BLOCK_M)), 0.0)
+        p_q, sp = sl.quantize(p, sl.int8_per_block)
+        # dV_j += P^T dO_i (INT8, P and dO per block).
+        dv_acc = sl.qmatmul(p_q, sp, load_rows(do_q, bh, row, N, BLOCK_M, D),
+                            load_block_scale(do_scale, bh, qblock, nq_blocks),
+                            contract=(0, 0), acc=dv_acc)
+        # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
+        dp = sl.matmul(load_rows(do, bh, row, N, BLOCK_M, D),
+                       load_rows(v, kv, col, N_KV, BLOCK_N, D), contract=(1, 1))
+        ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
+        ds_q, sds = sl.quantize(ds, sl.int8_per_block)
+        # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
+        dk_acc = sl.qmatmul(ds_q, sds, load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
+                            contract=(0, 0), acc=dk_acc)
+        if SMOOTH_Q:
+            dk_acc = dk_acc + row_to_column(sl.sum(ds, axis=0)) * qbar
+        dq_part = sl.qmatmul(ds_q, sds * sm_scale, load_rows(k_q, kv, col, N_KV, BLOCK_N, D),
+                             sk, contract=(1, 0))
+        store_rows(dq, dq_part, bh, row, N, D, atomic_add=True)
+        if STORE_P_DS:
+            for out, value in ((p_out, p), (ds_out, ds)):
+                sl.store(slice_of(out, bh, N, N_KV), value, (row, col), (N_KV, 1), (N, N_KV))
+    store_rows(dk, dk_acc * LN2, kv, col, N_KV, D, atomic_add=True)
+    store_rows(dv, dv_acc, kv, col, N_KV, D, atomic_add=True)

@@ -1,0 +1,136 @@
+"""In-kernel helpers shared by the SageBwd kernels (plain Python, inlined when traced).
+
+Memory layout of every tensor the kernels touch (all contiguous):
+
+* token tensors ``(B * heads, rows, D)``: Q, dO, O, dQ (rows = N) and K, V,
+  dK, dV (rows = Nkv, heads = Hkv);
+* block scales ``(B * heads, ceil(rows / BLOCK))`` f32;
+* row statistics ``(B * H, N)`` f32 (LSE, delta);
+* per-head vectors ``(B * heads, D)`` f32 (K mean) and per-block vectors
+  ``(B * H, ceil(N / BLOCK_M), D)`` f32 (Q-smoothing means).
+
+A program addresses its (batch, head) slice through ``bh`` (program id 1);
+offsets are formed in i64 so that large tensors do not overflow i32.
+"""
+
+from __future__ import annotations
+
+import sage.language as sl
+
+
+def cdiv(n, block: int):
+    """``ceil(n / block)`` for a runtime length ``n`` and a constexpr block."""
+    return (n + (block - 1)) // block
+
+
+def kv_head_of(bh, heads, kv_heads):
+    """The (batch * Hkv) index of the kv head that query head ``bh`` reads (GQA/MQA)."""
+    batch = bh // heads
+    return batch * kv_heads + (bh - batch * heads) // (heads // kv_heads)
+
+
+def slice_of(ptr, bh, rows, width):
+    """Pointer to the ``(rows, width)`` slice ``bh`` of a ``(X, rows, width)`` tensor."""
+    return ptr + bh.to(sl.int64) * rows * width
+
+
+def load_rows(ptr, bh, row, rows, BLOCK: int, D: int):
+    """The ``BLOCK x D`` tile at ``row`` of token tensor slice ``bh`` (0 past ``rows``)."""
+    return sl.load(slice_of(ptr, bh, rows, D), (BLOCK, D), (row, 0), (D, 1), (rows, D))
+
+
+def store_rows(ptr, tile, bh, row, rows, D: int, atomic_add: bool = False) -> None:
+    """Writes (or atomically adds) a ``BLOCK x D`` tile at ``row`` of slice ``bh``."""
+    sl.store(slice_of(ptr, bh, rows, D), tile, (row, 0), (D, 1), (rows, D),
+             atomic_add=atomic_add)
+
+
+def load_row_stat(ptr, bh, row, rows, BLOCK: int):
+    """A ``BLOCK x 1`` f32 row statistic (LSE, delta) of slice ``bh`` at ``row``."""
+    return sl.load(slice_of(ptr, bh, rows, 1), (BLOCK, 1), (row, 0), (1, 0), (rows, 1))
+
+
+def store_row_stat(ptr, value, bh, row, rows) -> None:
+    """Writes a ``BLOCK x 1`` row statistic of slice ``bh`` at ``row``."""
+    sl.store(slice_of(ptr, bh, rows, 1), value, (row, 0), (1, 0), (rows, 1))
+
+
+def load_block_scale(ptr, bh, block, nblocks):
+    """The ``1 x 1`` f32 scale of block ``block`` of slice ``bh``."""
+    return sl.load(slice_of(ptr, bh, nblocks, 1), (1, 1), (0, block), (0, 1), (1, nblocks))
+
+
+def store_block_scale(ptr, scale, bh, block, nblocks) -> None:
+    """Writes the ``1 x 1`` scale of block ``block`` of slice ``bh``."""
+    sl.store(slice_of(ptr, bh, nblocks, 1), scale, (0, block), (0, 1), (1, nblocks))
+
+
+def load_vector(ptr, index, D: int):
+    """Row ``index`` of a ``(X, D)`` f32 array as a ``1 x D`` tile."""
+    return sl.load(slice_of(ptr, index, 1, D), (1, D), (0, 0), (0, 1), (1, D))
+
+
+def store_vector(ptr, value, index, D: int) -> None:
+    """Writes a ``1 x D`` tile as row ``index`` of a ``(X, D)`` array."""
+    sl.store(slice_of(ptr, index, 1, D), value, (0, 0), (0, 1), (1, D))
+
+
+def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int) -> None:
+    """The pre-passes' quantize step: per-block INT8 of tile ``x``, stored with its scale.
+
+    Rows of ``x`` past ``rows`` must already be 0 (they are not stored, but
+    they take part in the absmax).
+    """
+    x_q, scale = sl.quantize(x, sl.int8_per_block)
+    store_rows(q_ptr, x_q, bh, row, rows, D)
+    store_block_scale(scale_ptr, scale, bh, block, nblocks)
+
+
+def row_ids(row, BLOCK: int):
+    """``BLOCK x 1`` i32 tile of the absolute row indices ``row + i``."""
+    return sl.iota((BLOCK, 1), 0) + row
+
+
+def col_ids(col, BLOCK: int):
+    """``1 x BLOCK`` i32 tile of the absolute column indices ``col + j``."""
+    return sl.iota((1, BLOCK), 1) + col
+
+
+def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
+    """``BLOCK_M x BLOCK_N`` i1: query ``row+i`` exists, key ``col+j`` exists and,
+    when causal, ``col+j <= row+i`` (top-left aligned; causal needs N == Nkv)."""
+    rows = sl.broadcast(row_ids(row, BLOCK_M), (BLOCK_M, BLOCK_N))
+    cols = sl.broadcast(col_ids(col, BLOCK_N), (BLOCK_M, BLOCK_N))
+    mask = (rows < n) & (cols < n_kv)
+    if CAUSAL:
+        mask = mask & (cols <= rows)
+    return mask
+
+
+def _diagonal(n: int):
+    return sl.iota((n, n), 0) == sl.iota((n, n), 1)
+
+
+def column_to_row(x):
+    """An ``n x 1`` tile as a ``1 x n`` tile (the language has no transpose:
+    select the diagonal of its broadcast and reduce over rows, exactly)."""
+    n = x.shape[0]
+    return sl.sum(sl.where(_diagonal(n), sl.broadcast(x, (n, n)), 0.0), axis=0)
+
+
+def row_to_column(x):
+    """A ``1 x n`` tile as an ``n x 1`` tile (see :func:`column_to_row`)."""
+    n = x.shape[1]
+    return sl.sum(sl.where(_diagonal(n), sl.broadcast(x, (n, n)), 0.0), axis=1)
+
+
+def smoothing_bias(q_mean, k_q, k_scale):
+    """The Q-smoothing term ``q_mean . (s_K K^_j)^T`` as a ``1 x BLOCK_N`` row, in f32.
+
+    It is added to every row of S (spec 3.2: a per-column bias, not
+    softmax-invariant). Computed from the dequantized K tile already in
+    registers, as a column (a row-wise reduction), then turned into a row.
+    """
+    k_deq = sl.dequantize(k_q, k_scale, sl.int8_per_block)
+    column = sl.sum(k_deq * q_mean, axis=1)
+    return column_to_row(column)

@@ -1,0 +1,59 @@
+"""The SageBwd forward (spec 4.1 step 3-4): INT8 Q K^T, exp2 online softmax,
+per-token INT8 P~, INT8 P~ V, then O and the LSE.
+
+Grid: (ceil(N / BLOCK_M), B*H); one program owns one query block of one
+(batch, query head) and walks the key blocks of its kv head.
+"""
+
+from __future__ import annotations
+
+import sage.language as sl
+from sage.kernels.sagebwd.common import (cdiv, kv_head_of, load_block_scale, load_rows,
+                                         load_vector, smoothing_bias, store_row_stat,
+                                         store_rows, visible)
+
+
+def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
+                    N, N_KV, H, H_KV, D: sl.constexpr, BLOCK_M: sl.constexpr,
+                    BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr):
+    """O and LSE of one query block.
+
+    q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
+    SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
+    means); k_q, v_q (B*Hkv, Nkv, D) i8 (K smoothed); *_scale: one f32 per
+    block. o (B*H, N, D): f16, bf16 or f32 (the element type of the pointer);
+    lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
+    CAUSAL (needs N == Nkv) stops at the diagonal block.
+    """
+    block = sl.program_id(0)
+    bh = sl.program_id(1)
+    kv = kv_head_of(bh, H, H_KV)
+    row = block * BLOCK_M
+    nkv_blocks = cdiv(N_KV, BLOCK_N)
+    qt = load_rows(q_q, bh, row, N, BLOCK_M, D)
+    sq = load_block_scale(q_scale, bh, block, cdiv(N, BLOCK_M))
+    if SMOOTH_Q:
+        qbar = load_vector(q_mean, bh * cdiv(N, BLOCK_M) + block, D)
+    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
+    l = sl.zeros((BLOCK_M, 1), sl.float32)
+    acc = sl.zeros((BLOCK_M, D), sl.float32)
+    stop = N_KV
+    if CAUSAL:
+        stop = sl.minimum(row + BLOCK_M, N_KV)
+    for col in sl.range(0, stop, BLOCK_N):
+        kblock = col // BLOCK_N
+        kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
+        sk = load_block_scale(k_scale, kv, kblock, nkv_blocks)
+        s = sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
+        if SMOOTH_Q:
+            s = s + smoothing_bias(qbar, kt, sk)
+        s = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), s, float("-inf"))
+        p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
+        # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
+        p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0)
+        vt = load_rows(v_q, kv, col, N_KV, BLOCK_N, D)
+        sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
+        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 0), acc=acc * alpha)
+    out = acc / l
+    store_rows(o, out.to(o.dtype.element), bh, row, N, D)
+    store_row_stat(lse, m + sl.log2(l), bh, row, N)

@@ -1,0 +1,71 @@
+"""The forward pre-pass: K mean, smoothing, Q scaling and per-block INT8 of Q, K, V.
+
+Spec sections 2, 3.1, 3.2 and 4.1 steps 1-2. Every quantization is
+``sl.int8_per_block`` (scale absmax / 127, round to nearest even) over one
+kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V. Rows past the end
+of a sequence are 0 in every quantized tile, so they do not move the absmax.
+"""
+
+from __future__ import annotations
+
+import sage.language as sl
+from sage.kernels.sagebwd.common import (cdiv, load_rows, load_vector, quantize_block_to,
+                                         row_ids, store_vector)
+
+
+def k_mean_kernel(k, k_mean, N_KV, D: sl.constexpr, BLOCK_N: sl.constexpr):
+    """K mean over all Nkv tokens of one (batch, kv head), in f32 (spec 3.1).
+
+    k: (B*Hkv, Nkv, D) f16/bf16; k_mean: (B*Hkv, D) f32. Grid: (B*Hkv,).
+    Per-block sums are added in f32 (loads past Nkv are 0).
+    """
+    bh = sl.program_id(0)
+    total = sl.zeros((1, D), sl.float32)
+    for row in sl.range(0, N_KV, BLOCK_N):
+        tile = load_rows(k, bh, row, N_KV, BLOCK_N, D).to(sl.float32)
+        total = total + sl.sum(tile, axis=0)
+    store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
+
+
+def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, D: sl.constexpr,
+                      BLOCK_M: sl.constexpr, SMOOTH_Q: sl.constexpr):
+    """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
+
+    q: (B*H, N, D) f16/bf16; q_q: same shape i8; q_scale: (B*H, ceil(N/BLOCK_M))
+    f32; q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
+    the block mean of ``c * Q`` over its valid rows is subtracted before
+    quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
+    backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), B*H).
+    """
+    block = sl.program_id(0)
+    bh = sl.program_id(1)
+    row = block * BLOCK_M
+    nblocks = cdiv(N, BLOCK_M)
+    x = load_rows(q, bh, row, N, BLOCK_M, D).to(sl.float32) * qk_scale
+    if SMOOTH_Q:
+        count = sl.minimum(N - row, BLOCK_M).to(sl.float32)
+        mean = sl.sum(x, axis=0) / count
+        x = sl.where(row_ids(row, BLOCK_M) < N, x - mean, 0.0)
+        store_vector(q_mean, mean, bh * nblocks + block, D)
+    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D)
+
+
+def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, D: sl.constexpr,
+                       BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr):
+    """One BLOCK_N-row block of K (minus its mean when SMOOTH_K) and of V to INT8.
+
+    k, v: (B*Hkv, Nkv, D) f16/bf16; k_mean: (B*Hkv, D) f32 (read only with
+    SMOOTH_K); k_q, v_q: i8 like k; k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N))
+    f32. Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
+    """
+    block = sl.program_id(0)
+    bh = sl.program_id(1)
+    row = block * BLOCK_N
+    nblocks = cdiv(N_KV, BLOCK_N)
+    kt = load_rows(k, bh, row, N_KV, BLOCK_N, D).to(sl.float32)
+    if SMOOTH_K:
+        # Tail rows must stay 0, not -mean, or they would set the absmax.
+        kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
+    quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D)
+    vt = load_rows(v, bh, row, N_KV, BLOCK_N, D)
+    quantize_block_to(vt, v_q, v_scale, bh, block, row, N_KV, nblocks, D)

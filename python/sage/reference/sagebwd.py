@@ -1,0 +1,397 @@
+"""SageBwd in float64 numpy: an exact emulation of the kernels and a full-precision reference.
+
+Two things live here (spec: ``../shared/spec/sagebwd.md``; kernels:
+``sage.kernels.sagebwd``; docs/sagebwd.md):
+
+* :func:`emulate_forward` / :func:`emulate_backward` run the SageBwd algorithm
+  with *the kernels' quantization decisions*: the same tiles (``block_m`` query
+  rows, ``block_n`` key rows), the same float32 quantizer inputs, the same
+  int8 values and scales (computed with the dialect's reference quantizer
+  :func:`sage.reference.quantize`), the same per-token P~ scales taken from
+  the online-softmax maxima. Everything that is not a quantizer input is
+  float64. A kernel that computes SageBwd and nothing else matches it to
+  float32 rounding (relative L2 ~1e-6; issue 5 asks for <= 1e-3).
+* :func:`attention_reference`: exact attention and its exact gradients in
+  float64 (no quantization, no smoothing), for the accuracy report.
+
+Shapes: q, do (B, H, N, D); k, v (B, Hkv, Nkv, D) with H % Hkv == 0 (query
+head h reads kv head h // (H // Hkv)). Inputs are float16 arrays, or float32
+arrays holding bfloat16 values (``dtype="bfloat16"``).
+
+Units: the pre-pass folds ``c = sm_scale * log2(e)`` into Q, so the logits S
+are in log2 units, softmax uses exp2 and the LSE is ``log2`` of the row sum
+(of the *smoothed* logits). dS is the gradient with respect to the natural
+logits ``sm_scale * Q K^T``; then dQ = sm_scale * dS K_s and
+dK = ln(2) * dS^T (s_Q Q^) (spec section 4.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from sage.reference.matmul import int8_dot
+from sage.reference.quant import quantize
+from sage.reference.softmax import softmax_update
+from sage.reference.tiles import to_bf16
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+DTYPES = ("float16", "bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class SageBwdConfig:
+    """The settings of one SageBwd call, as the kernels are specialised.
+
+    ``out_dtype`` is the dtype O is stored in ("float16", "bfloat16" or
+    "float32"); the backward's delta is computed from that stored O.
+    """
+
+    sm_scale: float
+    causal: bool = False
+    smooth_k: bool = True
+    smooth_q: bool = False
+    block_m: int = 64
+    block_n: int = 64
+    out_dtype: str = "float16"
+
+    @property
+    def qk_scale(self) -> np.float32:
+        """``c = sm_scale * log2(e)`` as the f32 the pre-pass multiplies Q by."""
+        return qk_scale(self.sm_scale)
+
+
+def qk_scale(sm_scale: float) -> np.float32:
+    """The float32 factor folded into Q: ``sm_scale * log2(e)``."""
+    return np.float32(float(sm_scale) * LOG2E)
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """``x`` rounded to ``dtype`` and returned as float64 values."""
+    if dtype == "float16":
+        return np.asarray(x).astype(np.float16).astype(np.float64)
+    if dtype == "bfloat16":
+        return to_bf16(np.asarray(x, np.float32)).astype(np.float64)
+    if dtype == "float32":
+        return np.asarray(x).astype(np.float32).astype(np.float64)
+    raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+
+
+@dataclass
+class QuantizedInputs:
+    """What the pre-pass produces (and the forward saves for the backward).
+
+    ``q_q`` encodes ``c * Q`` (Q-smoothed when ``q_mean`` is given, with
+    ``q_mean`` in the same scaled units); ``k_q`` encodes ``K - k_mean``.
+    Scales are float32, one per block: ``q_scale`` (B, H, ceil(N/block_m)),
+    ``k_scale``/``v_scale`` (B, Hkv, ceil(Nkv/block_n)). ``k_mean`` is
+    (B, Hkv, D) float32 (zeros without K-smoothing); ``q_mean`` is
+    (B, H, ceil(N/block_m), D) float32 or None.
+    """
+
+    q_q: np.ndarray
+    q_scale: np.ndarray
+    q_mean: np.ndarray | None
+    k_q: np.ndarray
+    k_scale: np.ndarray
+    v_q: np.ndarray
+    v_scale: np.ndarray
+    k_mean: np.ndarray
+
+
+@dataclass
+class ForwardResult:
+    """The forward's outputs: O rounded to ``out_dtype`` (float64 values), LSE
+    (float32 values, log2 units, smoothed-logit domain; (B, H, N)) and the
+    quantized inputs saved for the backward."""
+
+    o: np.ndarray
+    lse: np.ndarray
+    saved: QuantizedInputs
+
+
+@dataclass
+class Gradients:
+    """dQ (B, H, N, D), dK and dV (B, Hkv, Nkv, D), plus the intermediates
+    P and dS (B, H, N, Nkv; zero where masked) and delta (B, H, N)."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    p: np.ndarray
+    ds: np.ndarray
+    delta: np.ndarray
+
+
+def blocks(n: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """``(index, start, stop)`` of the ``size``-row blocks covering ``n`` rows."""
+    for index, start in enumerate(range(0, n, size)):
+        yield index, start, min(start + size, n)
+
+
+def num_blocks(n: int, size: int) -> int:
+    """``ceil(n / size)``."""
+    return -(-n // size)
+
+
+def kv_head(h: int, heads: int, kv_heads: int) -> int:
+    """The kv head that query head ``h`` reads (GQA / MQA)."""
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv heads ({kv_heads})")
+    return h // (heads // kv_heads)
+
+
+def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> None:
+    if q.ndim != 4 or k.shape != v.shape or k.ndim != 4:
+        raise ValueError(f"q (B,H,N,D), k and v (B,Hkv,Nkv,D); got {q.shape}, {k.shape}, "
+                         f"{v.shape}")
+    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
+        raise ValueError(f"incompatible q {q.shape} and k/v {k.shape}")
+    if causal and q.shape[2] != k.shape[2]:
+        raise ValueError(f"causal attention needs seq == seq_kv, got {q.shape[2]} "
+                         f"and {k.shape[2]}")
+
+
+def _quantize_block(x32: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """Per-block INT8 of a float32 tile (the dialect's quantizer, rne)."""
+    q, scale = quantize(np.ascontiguousarray(x32, np.float32), "per_block")
+    return q, scale[0, 0]
+
+
+def _valid_mask(rows: np.ndarray, cols: np.ndarray, causal: bool) -> np.ndarray:
+    """Which (query row, key column) pairs are visible: key j sees query i iff j <= i."""
+    mask = np.ones((rows.size, cols.size), bool)
+    if causal:
+        mask &= cols[None, :] <= rows[:, None]
+    return mask
+
+
+def k_mean(k: np.ndarray, block_n: int) -> np.ndarray:
+    """The per-(batch, kv head) token mean of K in float32, summed as the kernel does.
+
+    The kernel adds per-block f32 sums into an f32 accumulator and divides by
+    Nkv in f32; the interpreter rounds each block sum from float64.
+    """
+    total = np.zeros(k.shape[:2] + (k.shape[3],), np.float32)
+    for _, start, stop in blocks(k.shape[2], block_n):
+        part = k[:, :, start:stop].astype(np.float64).sum(axis=2).astype(np.float32)
+        total = (total + part).astype(np.float32)
+    return (total / np.float32(k.shape[2])).astype(np.float32)
+
+
+def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> QuantizedInputs:
+    """K mean, smoothing, ``c``-scaling of Q and per-block INT8 of Q, K, V."""
+    batch, heads, n, d = q.shape
+    kv_heads, n_kv = k.shape[1], k.shape[2]
+    c = cfg.qk_scale
+    nq, nk = num_blocks(n, cfg.block_m), num_blocks(n_kv, cfg.block_n)
+    mean = k_mean(k, cfg.block_n) if cfg.smooth_k else np.zeros((batch, kv_heads, d), np.float32)
+    q_q = np.zeros(q.shape, np.int8)
+    q_scale = np.zeros((batch, heads, nq), np.float32)
+    q_mean = np.zeros((batch, heads, nq, d), np.float32) if cfg.smooth_q else None
+    k_q, v_q = np.zeros(k.shape, np.int8), np.zeros(v.shape, np.int8)
+    k_scale = np.zeros((batch, kv_heads, nk), np.float32)
+    v_scale = np.zeros((batch, kv_heads, nk), np.float32)
+    for b in range(batch):
+        for h in range(heads):
+            for i, start, stop in blocks(n, cfg.block_m):
+                x = (q[b, h, start:stop].astype(np.float32) * c).astype(np.float32)
+                if cfg.smooth_q:
+                    total = x.astype(np.float64).sum(axis=0).astype(np.float32)
+                    block_mean = (total / np.float32(stop - start)).astype(np.float32)
+                    q_mean[b, h, i] = block_mean
+                    x = (x - block_mean).astype(np.float32)
+                q_q[b, h, start:stop], q_scale[b, h, i] = _quantize_block(x)
+        for h in range(kv_heads):
+            for j, start, stop in blocks(n_kv, cfg.block_n):
+                ks = (k[b, h, start:stop].astype(np.float32) - mean[b, h]).astype(np.float32)
+                k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)
+                v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(
+                    v[b, h, start:stop].astype(np.float32))
+    return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean)
+
+
+def _logits(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
+            j: int, ks: slice) -> np.ndarray:
+    """The (i, j) tile of S in log2 units: INT8 Q^ K^^T, plus the Q-smoothing GEMV.
+
+    With Q-smoothing, ``q_mean_i . (s_K K^_j)^T`` is added to every row (the
+    kernels compute this term in f32 from the dequantized K tile).
+    """
+    s = int8_dot(saved.q_q[b, h, qs], saved.k_q[b, hk, ks]).astype(np.float64)
+    s *= np.float64(saved.q_scale[b, h, i]) * np.float64(saved.k_scale[b, hk, j])
+    if saved.q_mean is not None:
+        k_deq = saved.k_q[b, hk, ks].astype(np.float64) * np.float64(saved.k_scale[b, hk, j])
+        s = s + (k_deq @ saved.q_mean[b, h, i].astype(np.float64))[None, :]
+    return s
+
+
+def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                    cfg: SageBwdConfig) -> ForwardResult:
+    """The SageBwd forward with the kernels' tiles and quantization decisions.
+
+    Per query tile, per key tile (causal: up to the diagonal): S from INT8
+    Q^ K^^T, masked to -inf, one exp2 online-softmax step, P~ quantized per
+    row with scale p_max / 127 (p_max from the running maxima), O accumulated
+    from INT8 P^ V^ after rescaling by alpha. O = acc / l rounded to
+    ``cfg.out_dtype``; LSE = m + log2(l) rounded to float32.
+    """
+    _check_inputs(q, k, v, cfg.causal)
+    saved = prepass(q, k, v, cfg)
+    batch, heads, n, d = q.shape
+    kv_heads, n_kv = k.shape[1], k.shape[2]
+    o = np.zeros(q.shape, np.float64)
+    lse = np.zeros((batch, heads, n), np.float64)
+    for b in range(batch):
+        for h in range(heads):
+            hk = kv_head(h, heads, kv_heads)
+            for i, q0, q1 in blocks(n, cfg.block_m):
+                rows = np.arange(q0, q1)
+                m = np.full((q1 - q0, 1), -np.inf)
+                l = np.zeros((q1 - q0, 1))
+                acc = np.zeros((q1 - q0, d))
+                stop = min(q0 + cfg.block_m, n_kv) if cfg.causal else n_kv
+                for j, k0, k1 in blocks(stop, cfg.block_n):
+                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
+                    s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal), s, -np.inf)
+                    p, m, l, alpha, p_max = softmax_update(s, m, l)
+                    p_scale = (p_max.astype(np.float32) / np.float32(127)).astype(np.float32)
+                    p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale)
+                    pv = int8_dot(p_q, saved.v_q[b, hk, k0:k1], 1, 0).astype(np.float64)
+                    acc = acc * alpha + pv * p_scale.astype(np.float64) \
+                        * np.float64(saved.v_scale[b, hk, j])
+                o[b, h, q0:q1] = acc / l
+                lse[b, h, q0:q1] = (m + np.log2(l))[:, 0]
+    return ForwardResult(round_to(o, cfg.out_dtype), round_to(lse, "float32"), saved)
+
+
+def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
+                     dtype: str) -> Gradients:
+    """The SageBwd backward with the kernels' tiles and quantization decisions.
+
+    ``do`` and ``v`` are the 16-bit inputs (``dtype`` "float16" or
+    "bfloat16"). delta = rowsum(dO o O) from the stored O (f32); dO^ per
+    query block. Per (query tile i, key tile j): S recomputed from the saved
+    INT8 tensors, P = exp2(S - L) (0 where masked), P^ per block,
+    dV_j += P^^T dO^_i; dP = dO_i V_j^T in 16-bit inputs (exact products);
+    dS = P o (dP - delta) quantized per block into dS^;
+    dQ_i += sm_scale * dS^ K^_j; dK_j += ln2 * (dS^^T Q^_i [+ colsum(dS)^T q_mean_i]).
+    dK, dV are reduced over the query heads of each kv head.
+    """
+    saved = fwd.saved
+    batch, heads, n, d = do.shape
+    kv_heads, n_kv = v.shape[1], v.shape[2]
+    o_saved = fwd.o
+    delta = round_to((do.astype(np.float64) * o_saved).sum(axis=3), "float32")
+    dq = np.zeros(do.shape)
+    dk = np.zeros(v.shape)
+    dv = np.zeros(v.shape)
+    p_full = np.zeros((batch, heads, n, n_kv))
+    ds_full = np.zeros((batch, heads, n, n_kv))
+    do64 = round_to(do, dtype)
+    v64 = round_to(v, dtype)
+    for b in range(batch):
+        for h in range(heads):
+            hk = kv_head(h, heads, kv_heads)
+            for i, q0, q1 in blocks(n, cfg.block_m):
+                rows = np.arange(q0, q1)
+                do_q, do_scale = _quantize_block(do[b, h, q0:q1].astype(np.float32))
+                lse_i = fwd.lse[b, h, q0:q1, None]
+                delta_i = delta[b, h, q0:q1, None]
+                for j, k0, k1 in blocks(n_kv, cfg.block_n):
+                    mask = _valid_mask(rows, np.arange(k0, k1), cfg.causal)
+                    if not mask.any():
+                        continue  # the kernels skip these tiles (or they add zeros)
+                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
+                    p = np.where(mask, np.exp2(s - lse_i), 0.0)
+                    p_q, p_scale = _quantize_block(p.astype(np.float32))
+                    dv[b, hk, k0:k1] += int8_dot(p_q, do_q, 0, 0) * (
+                        np.float64(p_scale) * np.float64(do_scale))
+                    dp = do64[b, h, q0:q1] @ v64[b, hk, k0:k1].T
+                    ds = p * (dp - delta_i)
+                    ds_q, ds_scale = _quantize_block(ds.astype(np.float32))
+                    dq[b, h, q0:q1] += int8_dot(ds_q, saved.k_q[b, hk, k0:k1], 1, 0) * (
+                        np.float64(ds_scale) * np.float64(saved.k_scale[b, hk, j])
+                        * cfg.sm_scale)
+                    dk_tile = int8_dot(ds_q, saved.q_q[b, h, q0:q1], 0, 0) * (
+                        np.float64(ds_scale) * np.float64(saved.q_scale[b, h, i]))
+                    if saved.q_mean is not None:
+                        dk_tile = dk_tile + np.outer(ds.sum(axis=0),
+                                                     saved.q_mean[b, h, i].astype(np.float64))
+                    dk[b, hk, k0:k1] += LN2 * dk_tile
+                    p_full[b, h, q0:q1, k0:k1] = p
+                    ds_full[b, h, q0:q1, k0:k1] = ds
+    return Gradients(dq, dk, dv, p_full, ds_full, delta)
+
+
+@dataclass
+class ReferenceResult:
+    """Exact attention in float64: O (B,H,N,D), LSE (natural log, true logits),
+    dQ, dK, dV and the intermediates P, dS (B,H,N,Nkv)."""
+
+    o: np.ndarray
+    lse: np.ndarray
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    p: np.ndarray
+    ds: np.ndarray
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray,
+                        sm_scale: float, causal: bool = False) -> ReferenceResult:
+    """Full-precision attention (softmax(sm_scale Q K^T) V) and its exact gradients."""
+    _check_inputs(q, k, v, causal)
+    batch, heads, n, d = q.shape
+    kv_heads, n_kv = k.shape[1], k.shape[2]
+    group = heads // kv_heads
+    q64, do64 = q.astype(np.float64), do.astype(np.float64)
+    k64 = np.repeat(k.astype(np.float64), group, axis=1)
+    v64 = np.repeat(v.astype(np.float64), group, axis=1)
+    z = sm_scale * np.einsum("bhid,bhjd->bhij", q64, k64)
+    if causal:
+        z = np.where(_valid_mask(np.arange(n), np.arange(n_kv), True), z, -np.inf)
+    zmax = z.max(axis=3, keepdims=True)
+    e = np.exp(z - zmax)
+    total = e.sum(axis=3, keepdims=True)
+    p = e / total
+    o = p @ v64
+    dp = do64 @ v64.transpose(0, 1, 3, 2)
+    ds = p * (dp - (do64 * o).sum(axis=3, keepdims=True))
+    dq = sm_scale * ds @ k64
+    dk = sm_scale * ds.transpose(0, 1, 3, 2) @ q64
+    dv = p.transpose(0, 1, 3, 2) @ do64
+    shape = (batch, kv_heads, group, n_kv, d)
+    return ReferenceResult(o, (zmax + np.log(total))[..., 0], dq,
+                           dk.reshape(shape).sum(axis=2), dv.reshape(shape).sum(axis=2), p, ds)
+
+
+def relative_l2(x: np.ndarray, ref: np.ndarray) -> float:
+    """``||x - ref||_2 / ||ref||_2`` over the flattened tensors (0 if both are 0)."""
+    x64, r64 = np.asarray(x, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
+    norm = np.linalg.norm(r64)
+    diff = np.linalg.norm(x64 - r64)
+    return float(diff / norm) if norm else float(diff)
+
+
+def cosine_similarity(x: np.ndarray, ref: np.ndarray) -> float:
+    """Cosine of the angle between the flattened tensors."""
+    x64, r64 = np.asarray(x, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
+    return float(x64 @ r64 / (np.linalg.norm(x64) * np.linalg.norm(r64)))
+
+
+def relative_l1(x: np.ndarray, ref: np.ndarray) -> float:
+    """``sum |x - ref| / sum |ref|``."""
+    x64, r64 = np.asarray(x, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(x64 - r64).sum() / np.abs(r64).sum())
+
+
+__all__ = [
+    "DTYPES", "ForwardResult", "Gradients", "LN2", "LOG2E", "QuantizedInputs",
+    "ReferenceResult", "SageBwdConfig", "attention_reference", "blocks", "cosine_similarity",
+    "emulate_backward", "emulate_forward", "k_mean", "kv_head", "num_blocks", "prepass",
+    "qk_scale", "relative_l1", "relative_l2", "round_to",
+]

@@ -1,0 +1,110 @@
+"""The SageBwd kernels (sage.kernels.sagebwd) in the CPU interpreter against the
+float64 emulation of the algorithm (sage.reference.sagebwd): same quantization
+decisions, so every tensor must agree to relative L2 <= 1e-3 (issue 5, 3).
+
+Stage by stage: the forward against the emulated forward, and the backward
+against the emulated backward *from the kernels' stored O and LSE*. Chaining
+the emulations instead lets a 1-ulp difference in a stored bf16 O (f32 vs f64
+rounding before the cast) move delta, hence a dS value at the start of a
+causal row (one key, dS = dP - delta is a small difference), hence the
+absmax scale of a whole dS tile: ~1e-3 on dQ/dK from 4 flipped bf16 values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sage.kernels.sagebwd import interpreted
+from sage.reference import to_bf16
+from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, emulate_backward,
+                                    emulate_forward, relative_l2)
+
+TOLERANCE = 1e-3
+
+# (batch, heads, kv_heads, n, n_kv, d, dtype, causal, smooth_k, smooth_q, block_m, block_n)
+CASES = {
+    "gqa_tails_f16": (1, 4, 2, 100, 129, 64, "float16", False, True, False, 64, 64),
+    "mqa_causal_bf16_d128": (1, 2, 1, 129, 129, 128, "bfloat16", True, True, False, 64, 32),
+    "batch2_no_smoothing": (2, 2, 2, 64, 64, 64, "float16", False, False, False, 64, 64),
+    "smooth_q_tails": (1, 2, 2, 129, 70, 64, "float16", False, True, True, 64, 64),
+    "causal_smooth_q_gqa_d128": (1, 4, 2, 100, 100, 128, "bfloat16", True, True, True, 64, 32),
+    "d128_f16_tails": (2, 2, 2, 64, 97, 128, "float16", False, True, False, 64, 64),
+    "causal_block_m_128": (1, 2, 2, 129, 129, 64, "float16", True, True, False, 128, 64),
+}
+
+
+def _inputs(case: tuple, seed: int = 0, key_bias: float = 2.0):
+    batch, heads, kv_heads, n, n_kv, d, dtype = case[:7]
+    rng = np.random.default_rng(seed)
+
+    def make(shape, offset=0.0):
+        x = rng.standard_normal(shape) + offset
+        return x.astype(np.float16) if dtype == "float16" else to_bf16(x.astype(np.float32))
+
+    # Keys get a shared channel bias: the case K-smoothing exists for.
+    bias = key_bias * rng.standard_normal(d)
+    return (make((batch, heads, n, d)), make((batch, kv_heads, n_kv, d), bias),
+            make((batch, kv_heads, n_kv, d)), make((batch, heads, n, d)))
+
+
+def _config(case: tuple) -> SageBwdConfig:
+    d, dtype, causal, smooth_k, smooth_q, block_m, block_n = case[5:]
+    return SageBwdConfig(sm_scale=d ** -0.5, causal=causal, smooth_k=smooth_k,
+                         smooth_q=smooth_q, block_m=block_m, block_n=block_n, out_dtype=dtype)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernels_match_the_emulation(name):
+    case = CASES[name]
+    q, k, v, do = _inputs(case)
+    cfg, dtype = _config(case), case[6]
+    o, lse, saved = interpreted.forward(q, k, v, cfg, dtype)
+    grads = interpreted.backward(saved, do, store_p_ds=True)
+    fwd = emulate_forward(q, k, v, cfg)
+    stored = ForwardResult(o.astype(np.float64), lse.astype(np.float64), fwd.saved)
+    ref = emulate_backward(stored, do, v, cfg, dtype)
+    errors = {
+        "o": relative_l2(o, fwd.o), "lse": relative_l2(lse, fwd.lse),
+        "delta": relative_l2(grads.delta, ref.delta), "p": relative_l2(grads.p, ref.p),
+        "ds": relative_l2(grads.ds, ref.ds), "dq": relative_l2(grads.dq, ref.dq),
+        "dk": relative_l2(grads.dk, ref.dk), "dv": relative_l2(grads.dv, ref.dv),
+    }
+    assert max(errors.values()) <= TOLERANCE, errors
+    assert np.isfinite(o).all() and np.isfinite(grads.dq).all()
+
+
+def test_prepass_quantization_is_bit_exact():
+    """The interpreter runs the dialect's quantizer: same int8 values and scales."""
+    case = CASES["causal_smooth_q_gqa_d128"]
+    q, k, v, _ = _inputs(case, seed=1)
+    cfg = _config(case)
+    _, _, saved = interpreted.forward(q, k, v, cfg, case[6])
+    ref = emulate_forward(q, k, v, cfg).saved
+    for name in ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "v_q", "v_scale", "k_mean"):
+        got, want = getattr(saved, name), getattr(ref, name)
+        np.testing.assert_array_equal(got.reshape(want.shape), want, err_msg=name)
+
+
+def test_tail_rows_do_not_move_the_scales():
+    """Smoothed tail rows are 0, not -mean: a block's scale ignores rows past the end."""
+    case = (1, 1, 1, 70, 70, 64, "float16", False, True, True, 64, 64)
+    q, k, v, _ = _inputs(case, key_bias=8.0)
+    _, _, saved = interpreted.forward(q, k, v, _config(case), "float16")
+    tail_k = k[0, 0, 64:].astype(np.float32) - saved.k_mean[0]
+    assert saved.k_scale[0, 1] == np.float32(np.abs(tail_k).max()) / np.float32(127)
+
+
+def test_f32_output_and_mqa_four_heads():
+    """O stored as f32 (the element type of the output pointer); 4 query heads on 1 kv head."""
+    case = (1, 4, 1, 80, 120, 64, "float16", False, True, False, 64, 64)
+    q, k, v, do = _inputs(case, seed=2)
+    cfg = SageBwdConfig(sm_scale=0.125, out_dtype="float32")
+    o, lse, saved = interpreted.forward(q, k, v, cfg, "float16")
+    fwd = emulate_forward(q, k, v, cfg)
+    assert o.dtype == np.float32 and relative_l2(o, fwd.o) <= TOLERANCE
+    grads = interpreted.backward(saved, do)
+    ref = emulate_backward(ForwardResult(o.astype(np.float64), lse.astype(np.float64),
+                                         fwd.saved), do, v, cfg, "float16")
+    for name in ("dq", "dk", "dv"):
+        assert relative_l2(getattr(grads, name), getattr(ref, name)) <= TOLERANCE, name
