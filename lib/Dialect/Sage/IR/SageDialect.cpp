@@ -41,6 +41,11 @@ unsigned SageDialect::getNumWarps(ModuleOp module) {
   return 4;
 }
 
+std::optional<TargetInfo> SageDialect::getTarget(ModuleOp module) {
+  auto arch = module->getAttrOfType<StringAttr>(kTargetAttrName);
+  return arch ? TargetInfo::get(arch.getValue()) : std::nullopt;
+}
+
 LogicalResult SageDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {

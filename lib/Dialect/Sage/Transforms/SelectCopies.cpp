@@ -134,10 +134,7 @@ struct SelectCopiesPass
     : public sage::impl::SageSelectCopiesBase<SelectCopiesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto target =
-        module->getAttrOfType<StringAttr>(SageDialect::kTargetAttrName);
-    std::optional<TargetInfo> info =
-        target ? TargetInfo::get(target.getValue()) : std::nullopt;
+    std::optional<TargetInfo> info = SageDialect::getTarget(module);
     if (!info || !info->hasCpAsync())
       return;
     module.walk([&](LoadOp load) {

@@ -17,10 +17,7 @@ namespace {
 struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto target =
-        module->getAttrOfType<StringAttr>(SageDialect::kTargetAttrName);
-    std::optional<TargetInfo> info =
-        target ? TargetInfo::get(target.getValue()) : std::nullopt;
+    std::optional<TargetInfo> info = SageDialect::getTarget(module);
     bool hasWgmma = info && info->hasWgmma();
     int64_t warps = SageDialect::getNumWarps(module);
     module.walk([&](Operation *op) {

@@ -16,6 +16,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
+
 #include "sage/Dialect/Sage/IR/SageEnums.h.inc"
 
 #include "sage/Dialect/Sage/IR/SageInterfaces.h.inc"

@@ -69,6 +69,10 @@ def Sage_Dialect : Dialect {
 
     /// Warps per program of `module` (sage.num_warps), 4 when unset.
     static unsigned getNumWarps(::mlir::ModuleOp module);
+    /// The target `module` is compiled for (sage.target), or nullopt when it
+    /// has none (or an unknown one, which the verifier rejects).
+    static std::optional<::mlir::sage::TargetInfo>
+    getTarget(::mlir::ModuleOp module);
   }];
 }
 
