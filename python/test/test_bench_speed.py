@@ -1,0 +1,91 @@
+"""CPU tests of the torch-free parts of bench/attention_speed.py and bench/common.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+speed = _load("attention_speed")
+common = _load("common")
+
+
+def test_flops_follow_flash_attention():
+    case = speed.SpeedCase(n=4096, d=128, causal=False)
+    forward = 4 * 4 * 32 * 4096 ** 2 * 128
+    assert speed.attention_flops(case, "fwd") == forward
+    assert speed.attention_flops(case, "bwd") == 2.5 * forward
+    assert speed.attention_flops(case, "fwdbwd") == 3.5 * forward
+    causal = speed.SpeedCase(n=4096, d=128, causal=True)
+    assert speed.attention_flops(causal, "fwd") == forward / 2
+    assert speed.tflops(case, "fwd", 1.0) == pytest.approx(forward / 1e-3 / 1e12)
+    assert speed.tflops(case, "fwd", None) is None
+
+
+def test_cases_grid_and_filter():
+    cases = speed.speed_cases()
+    assert len(cases) == 12 and [c.n for c in cases] == sorted(c.n for c in cases)
+    assert {c.name for c in cases} >= {"d64-n1024-full", "d128-n16384-causal"}
+    pick = [c.name for c in cases if common.matches(c.name, ["d128-n4096", "*16384-causal"])]
+    assert pick == ["d128-n4096-full", "d128-n4096-causal", "d64-n16384-causal",
+                    "d128-n16384-causal"]
+    assert all(common.matches(c.name, None) for c in cases)
+    assert common.split_patterns(" a, b ,,") == ["a", "b"]
+
+
+def test_projection_and_ratio():
+    case = speed.SpeedCase(n=4096, d=64, causal=True)
+    history = {("sage", 64, True, "bwd"): (1024, 2.0)}
+    assert speed.project_ms(history, "sage", case, "bwd") == pytest.approx(32.0)
+    assert speed.project_ms(history, "sage", case, "fwd") is None
+    assert speed.speed_ratio(2.0, 1.0) == 0.5
+    assert speed.speed_ratio(None, 1.0) is None
+
+
+def test_derived_backward_and_render():
+    case = speed.SpeedCase(n=1024, d=64, causal=False)
+    entry = {"fwd": {"ms": 1.0}, "bwd": {"error": "RuntimeError: freed"},
+             "fwdbwd": {"ms": 3.5}}
+    speed.derive_backward(entry, case)
+    assert entry["bwd"]["ms"] == 2.5 and entry["bwd"]["derived"]
+    row = {"case": case.name, "n": 1024, "d": 64, "causal": False, "batch": 4, "heads": 32,
+           "providers": {"sage": entry,
+                         "cudnn": {"fwd": {"ms": 0.5}, "bwd": {"ms": 1.0},
+                                   "fwdbwd": {"ms": 1.5}},
+                         "flash": {"fwd": {"skipped": "projected"}, "bwd": {"error": "x"},
+                                   "fwdbwd": {"ms": 3.0}}}}
+    text = speed.render([row], speed.PROVIDERS, speed.PASSES)
+    assert "| d64-n1024-full | forward | 1.000 | 0.500 | skipped |" in text
+    assert "2.500*" in text and "0.50x" in text and "0.86x" in text
+    assert "flash fwd: projected" in text
+
+
+def test_common_table_and_budget():
+    table = common.markdown_table(["a", "b"], [["x", 0.0123456], ["y", None]])
+    assert table.splitlines()[1] == "| --- | ---: |"
+    assert "| x | 0.01235 |" in table and "| y | - |" in table
+    with pytest.raises(ValueError):
+        common.markdown_table(["a"], [[1, 2]])
+    budget = common.Budget(100)
+    assert budget.fits(50) and not budget.fits(1000)
+
+
+def test_speed_without_gpu_reports_and_fails_cleanly(tmp_path):
+    if speed.torch is not None:
+        pytest.skip("torch is installed here")
+    out_json, out_md = tmp_path / "s.json", tmp_path / "s.md"
+    assert speed.main([str(out_json), str(out_md), "--quick"]) == 1
+    assert "Run failed" in out_md.read_text()
