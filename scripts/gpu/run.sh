@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # GPU machine side: every GPU step of a session in one script. Unpacks the
 # compiler library carried in .carry (scripts/gpu/build-ptx.sh), builds the
-# thin Python binding against it, runs the GPU tests and the JIT benchmark,
-# and writes logs and JSON summaries under $OUT (or ./gpu-out without the
-# device tool).
+# thin Python binding against it, then runs the stages asked for and writes
+# logs, JSON and markdown under $OUT (at most 8 files come back from there) (or ./gpu-out without the device tool).
 #
-#   bash scripts/gpu/run.sh [PYTEST_SELECTION...]   (default: every GPU test)
+#   bash scripts/gpu/run.sh [STAGE...]
+#     tests     the GPU tests (python/test/gpu, the library and the binding)
+#     example   the README's example on the GPU and in the interpreter
+#     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
+#     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
+#     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
+#   default: tests example jit
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -25,13 +30,28 @@ start=$(date +%s%N)
 bash scripts/build-binding.sh "$SAGE_BINDING_DIR" || exit 1
 echo "binding build: $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$OUT/device.txt"
 
-selection=("$@")
-[ ${#selection[@]} -gt 0 ] || selection=(python/test/gpu python/test/test_compiler_library.py
-                                         python/test/test_jit_binding.py)
-python3 -m pytest "${selection[@]}" -v -rs -k "not same_ptx_as_sage_translate" \
-  2>&1 | tee "$OUT/gpu-tests.log"
-status=${PIPESTATUS[0]}
-if [ -f bench/jit_overhead.py ] && [ $# -eq 0 ]; then
-  python3 bench/jit_overhead.py "$OUT/jit_overhead.json" 2>&1 | tee "$OUT/jit_overhead.txt"
-fi
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(tests example jit)
+status=0
+for stage in "${stages[@]}"; do
+  echo "== stage: $stage"
+  case "$stage" in
+    tests)
+      python3 -m pytest python/test/gpu python/test/test_compiler_library.py \
+        python/test/test_jit_binding.py -v -rs -k "not same_ptx_as_sage_translate" \
+        2>&1 | tee "$OUT/gpu-tests.log" ;;
+    example)
+      { python3 python/examples/quant_matmul.py &&
+        SAGE_INTERPRET=1 python3 python/examples/quant_matmul.py; } 2>&1 | tee "$OUT/example.txt" ;;
+    jit)
+      python3 bench/jit_overhead.py "$OUT/jit_overhead.json" 2>&1 ;;
+    accuracy)
+      python3 bench/accuracy.py "$OUT/accuracy.json" "$OUT/accuracy.md" 2>&1 ;;
+    speed)
+      python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" 2>&1 ;;
+    *) echo "unknown stage: $stage"; false ;;
+  esac
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || status=$rc
+done
 exit "$status"
