@@ -34,7 +34,9 @@ def test_quant_matmul_with_tails_matches_the_quantized_product():
     assert np.abs(c - exact).max() < 0.05 * np.abs(exact).max()
 
 
-def test_example_main_passes():
+def test_example_main_passes_in_the_interpreter(monkeypatch):
+    """The README's example through @sage.jit with SAGE_INTERPRET=1."""
+    monkeypatch.setenv("SAGE_INTERPRET", "1")
     assert quant_matmul_example.main() == 0
 
 

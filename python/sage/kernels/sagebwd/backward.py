@@ -24,8 +24,9 @@ and dS = P o (dP - delta) is dLoss/dz. Then
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, kv_head_of, load_block_scale, load_row_stat,
-                                         load_rows, load_vector, row_to_column,
+from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
+                                         load_block_scale, load_row_stat, load_rows,
+                                         load_strided_rows, load_vector, row_to_column,
                                          slice_of, smoothing_bias, store_rows, visible)
 
 LN2 = 0.6931471805599453
@@ -33,21 +34,27 @@ LN2 = 0.6931471805599453
 
 def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, lse, delta,
                      dq, dk, dv, p_out, ds_out, sm_scale, N, N_KV, H, H_KV,
+                     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                      CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
                      STORE_P_DS: sl.constexpr):
     """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
 
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
-    v is the 16-bit V (B*Hkv, Nkv, D) (dP = dO V^T stays 16-bit); do (B*H, N, D)
-    16-bit, do_q / do_scale and delta from the backward pre-pass.
+    v is the 16-bit V (B, Hkv, Nkv, D) (dP = dO V^T stays 16-bit) and do the
+    16-bit dO (B, H, N, D), both with their strides; do_q / do_scale and delta
+    from the backward pre-pass.
     dq: (B*H, N, D) f32 workspace; dk, dv: (B*Hkv, Nkv, D) f32; all zeroed.
     With STORE_P_DS, P and dS (f32, before quantization) are written to p_out
     and ds_out, (B*H, N, Nkv) f32 (for the accuracy report and tests).
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
-    kv = kv_head_of(bh, H, H_KV)
+    batch, head = batch_head(bh, H)
+    kv_head = kv_head_of(head, H, H_KV)
+    kv = batch * H_KV + kv_head
+    v_base = head_base(v, batch, kv_head, stride_vb, stride_vh)
+    do_base = head_base(do, batch, head, stride_dob, stride_doh)
     col = block * BLOCK_N
     nq_blocks = cdiv(N, BLOCK_M)
     sk = load_block_scale(k_scale, kv, block, cdiv(N_KV, BLOCK_N))
@@ -76,8 +83,9 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
                             load_block_scale(do_scale, bh, qblock, nq_blocks),
                             contract=(0, 0), acc=dv_acc)
         # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
-        dp = sl.matmul(load_rows(do, bh, row, N, BLOCK_M, D),
-                       load_rows(v, kv, col, N_KV, BLOCK_N, D), contract=(1, 1))
+        dp = sl.matmul(load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D),
+                       load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D),
+                       contract=(1, 1))
         ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
         ds_q, sds = sl.quantize(ds, sl.int8_per_block)
         # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.

@@ -1,16 +1,23 @@
 """In-kernel helpers shared by the SageBwd kernels (plain Python, inlined when traced).
 
-Memory layout of every tensor the kernels touch (all contiguous):
+Memory layout of the tensors the kernels touch:
 
-* token tensors ``(B * heads, rows, D)``: Q, dO, O, dQ (rows = N) and K, V,
-  dK, dV (rows = Nkv, heads = Hkv);
+* the 16-bit inputs Q, K, V, dO and the output O are *strided* token tensors
+  indexed ``(batch, head, row, D)``: element ``(b, h, r, d)`` is at
+  ``b * stride_b + h * stride_h + r * stride_n + d`` (unit last-dimension
+  stride; any other strides, including 0 for broadcast batches or heads and
+  the ``(B, N, H, D)`` layout);
+* the kernels' own buffers are contiguous token tensors ``(B * heads, rows,
+  D)``: the INT8 copies, dQ, dK, dV (rows = N for query-side tensors, Nkv and
+  Hkv for key-side ones);
 * block scales ``(B * heads, ceil(rows / BLOCK))`` f32;
 * row statistics ``(B * H, N)`` f32 (LSE, delta);
 * per-head vectors ``(B * heads, D)`` f32 (K mean) and per-block vectors
   ``(B * H, ceil(N / BLOCK_M), D)`` f32 (Q-smoothing means).
 
-A program addresses its (batch, head) slice through ``bh`` (program id 1);
-offsets are formed in i64 so that large tensors do not overflow i32.
+A program addresses its (batch, head) slice through ``bh`` (program id 1,
+``bh = batch * heads + head``); offsets are formed in i64 so that large
+tensors do not overflow i32.
 """
 
 from __future__ import annotations
@@ -23,10 +30,31 @@ def cdiv(n, block: int):
     return (n + (block - 1)) // block
 
 
-def kv_head_of(bh, heads, kv_heads):
-    """The (batch * Hkv) index of the kv head that query head ``bh`` reads (GQA/MQA)."""
+def batch_head(bh, heads):
+    """``(batch, head)`` of the flat index ``bh = batch * heads + head``."""
     batch = bh // heads
-    return batch * kv_heads + (bh - batch * heads) // (heads // kv_heads)
+    return batch, bh - batch * heads
+
+
+def kv_head_of(head, heads, kv_heads):
+    """The kv head that query head ``head`` (of one batch) reads (GQA/MQA)."""
+    return head // (heads // kv_heads)
+
+
+def head_base(ptr, batch, head, stride_b, stride_h):
+    """Pointer to the ``(rows, D)`` slice ``(batch, head)`` of a strided token tensor."""
+    return ptr + batch.to(sl.int64) * stride_b + head.to(sl.int64) * stride_h
+
+
+def load_strided_rows(base, row, rows, stride_n, BLOCK: int, D: int):
+    """The ``BLOCK x D`` tile at ``row`` of a strided slice (see :func:`head_base`;
+    0 past ``rows``)."""
+    return sl.load(base, (BLOCK, D), (row, 0), (stride_n, 1), (rows, D))
+
+
+def store_strided_rows(base, tile, row, rows, stride_n, D: int) -> None:
+    """Writes a ``BLOCK x D`` tile at ``row`` of a strided slice."""
+    sl.store(base, tile, (row, 0), (stride_n, 1), (rows, D))
 
 
 def slice_of(ptr, bh, rows, width):

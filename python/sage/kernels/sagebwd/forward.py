@@ -8,26 +8,30 @@ Grid: (ceil(N / BLOCK_M), B*H); one program owns one query block of one
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, kv_head_of, load_block_scale, load_rows,
-                                         load_vector, smoothing_bias, store_row_stat,
-                                         store_rows, visible)
+from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
+                                         load_block_scale, load_rows, load_vector,
+                                         smoothing_bias, store_row_stat, store_strided_rows,
+                                         visible)
 
 
 def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
-                    N, N_KV, H, H_KV, D: sl.constexpr, BLOCK_M: sl.constexpr,
-                    BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr):
+                    N, N_KV, H, H_KV, stride_ob, stride_oh, stride_on, D: sl.constexpr,
+                    BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
+                    SMOOTH_Q: sl.constexpr):
     """O and LSE of one query block.
 
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
     means); k_q, v_q (B*Hkv, Nkv, D) i8 (K smoothed); *_scale: one f32 per
-    block. o (B*H, N, D): f16, bf16 or f32 (the element type of the pointer);
+    block. o (B, H, N, D) with strides ``stride_o*``: f16, bf16 or f32 (the
+    element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N == Nkv) stops at the diagonal block.
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
-    kv = kv_head_of(bh, H, H_KV)
+    batch, head = batch_head(bh, H)
+    kv = batch * H_KV + kv_head_of(head, H, H_KV)
     row = block * BLOCK_M
     nkv_blocks = cdiv(N_KV, BLOCK_N)
     qt = load_rows(q_q, bh, row, N, BLOCK_M, D)
@@ -55,5 +59,6 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
         sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
         acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 0), acc=acc * alpha)
     out = acc / l
-    store_rows(o, out.to(o.dtype.element), bh, row, N, D)
+    store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),
+                       out.to(o.dtype.element), row, N, stride_on, D)
     store_row_stat(lse, m + sl.log2(l), bh, row, N)

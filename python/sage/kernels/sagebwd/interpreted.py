@@ -1,7 +1,11 @@
 """SageBwd end to end on the CPU: every kernel run by ``sl.interpret`` on numpy arrays.
 
-The same launch sequence the GPU API will use (grids and constexprs from
-:mod:`sage.kernels.sagebwd.launch`), for tests and for the accuracy report.
+The same launch sequence as the GPU driver (:mod:`sage.kernels.sagebwd.torch_ops`):
+grids, buffers, constexprs and argument names from
+:mod:`sage.kernels.sagebwd.launch`, for tests and for the accuracy report.
+With ``layout="bshd"`` the 16-bit tensors (Q, K, V, dO and O) are held in
+(B, N, H, D) memory and the kernels address them through their strides, as
+``sage.attention(..., layout="bshd")`` does on the GPU.
 """
 
 from __future__ import annotations
@@ -11,26 +15,68 @@ from dataclasses import dataclass
 import numpy as np
 
 import sage.language as sl
-from sage.kernels.sagebwd.launch import KERNELS, Shape, Tiles, cdiv, constexprs, grids
-from sage.reference.sagebwd import SageBwdConfig, qk_scale
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
+                                         Strides, Tiles, backward_buffers, constexprs,
+                                         forward_buffers, forward_sequence, grids,
+                                         runtime_args, scalar_args, stride_args)
+from sage.reference.sagebwd import SageBwdConfig
 
 _DTYPES = {"float16": (sl.float16, np.float16), "bfloat16": (sl.bfloat16, np.float32),
            "float32": (sl.float32, np.float32)}
+#: Axis order of the memory of a (B, H, N, D) tensor in each layout.
+_MEMORY_ORDER = {"bhsd": (0, 1, 2, 3), "bshd": (0, 2, 1, 3)}
 
 
-def _buffer(array: np.ndarray, dtype: str) -> sl.Buffer:
+@dataclass
+class TokenTensor:
+    """A 16-bit token tensor as the kernels see it: its memory (a contiguous
+    buffer in the layout's axis order) and its (batch, head, row) strides."""
+
+    buffer: sl.Buffer
+    strides: Strides
+    layout: str
+
+    @property
+    def array(self) -> np.ndarray:
+        """The values as a (B, H, N, D) array (a view of the memory)."""
+        order = _MEMORY_ORDER[self.layout]
+        return self.buffer.array.transpose(np.argsort(order))
+
+
+def token_tensor(array: np.ndarray, dtype: str, layout: str = "bhsd") -> TokenTensor:
+    """Stores a (B, H, N, D) array in ``layout`` memory as ``dtype`` (bf16 values
+    held in float32)."""
     kind, storage = _DTYPES[dtype]
-    return sl.Buffer(np.ascontiguousarray(array, dtype=storage), kind)
+    order = _MEMORY_ORDER[layout]
+    memory = np.ascontiguousarray(np.asarray(array).transpose(order), dtype=storage)
+    view = memory.transpose(np.argsort(order))
+    strides = Strides(*(s // memory.itemsize for s in view.strides[:3]))
+    return TokenTensor(sl.Buffer(memory, kind), strides, layout)
+
+
+def _allocate(specs: dict[str, BufferSpec]) -> dict[str, np.ndarray]:
+    return {name: np.zeros(spec.shape, spec.dtype) for name, spec in specs.items()}
+
+
+def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConfig,
+         values: dict, store_p_ds: bool = False) -> None:
+    all_grids = grids(shape, tiles)
+    for name in sequence:
+        sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
+                     constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
+                                smooth_q=cfg.smooth_q, store_p_ds=store_p_ds))
 
 
 @dataclass
 class Saved:
-    """What the forward keeps for the backward (all flat numpy arrays)."""
+    """What the forward keeps for the backward (the kernels' flat numpy buffers
+    and the strided 16-bit V and O)."""
 
     shape: Shape
     tiles: Tiles
     cfg: SageBwdConfig
     dtype: str
+    layout: str
     q_q: np.ndarray
     q_scale: np.ndarray
     q_mean: np.ndarray
@@ -39,49 +85,39 @@ class Saved:
     k_mean: np.ndarray
     v_q: np.ndarray
     v_scale: np.ndarray
-    v: sl.Buffer
-    o: sl.Buffer
+    v: TokenTensor
+    o: TokenTensor
     lse: np.ndarray
 
 
-def _run(name: str, shape: Shape, tiles: Tiles, cfg: SageBwdConfig, args: list,
-         store_p_ds: bool = False) -> None:
-    sl.interpret(KERNELS[name], grids(shape, tiles)[name], args,
-                 constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
-                            smooth_q=cfg.smooth_q, store_p_ds=store_p_ds))
-
-
 def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
-            dtype: str = "float16") -> tuple[np.ndarray, np.ndarray, Saved]:
-    """Pre-pass and forward kernels: returns O (B, H, N, D) in ``cfg.out_dtype``
-    (bf16 as float32 values), LSE (B, H, N) f32 and what the backward needs."""
+            dtype: str = "float16", layout: str = "bhsd"
+            ) -> tuple[np.ndarray, np.ndarray, Saved]:
+    """Pre-pass and forward kernels on (B, H, N, D) / (B, Hkv, Nkv, D) arrays.
+
+    Returns O (B, H, N, D) in ``cfg.out_dtype`` (bf16 as float32 values), LSE
+    (B, H, N) f32 (log2 units, smoothed logits) and what the backward needs.
+    ``layout`` is the memory the 16-bit tensors are stored in for the kernels.
+    """
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
     tiles = Tiles(cfg.block_m, cfg.block_n)
     if cfg.causal and n != shape.n_kv:
         raise ValueError(f"causal needs seq == seq_kv, got {n} and {shape.n_kv}")
-    bh, bhkv = batch * heads, batch * shape.kv_heads
-    nq, nk = cdiv(n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
-    q_q, k_q, v_q = (np.zeros(x.shape, np.int8) for x in (q, k, v))
-    q_scale = np.zeros((bh, nq), np.float32)
-    q_mean = np.zeros((bh, nq, d), np.float32)
-    k_scale, v_scale = np.zeros((bhkv, nk), np.float32), np.zeros((bhkv, nk), np.float32)
-    k_mean = np.zeros((bhkv, d), np.float32)
-    kb, vb = _buffer(k, dtype), _buffer(v, dtype)
-    if cfg.smooth_k:
-        _run("k_mean_kernel", shape, tiles, cfg, [kb, k_mean, shape.n_kv])
-    _run("quantize_q_kernel", shape, tiles, cfg,
-         [_buffer(q, dtype), q_q, q_scale, q_mean, float(qk_scale(cfg.sm_scale)), n])
-    _run("quantize_kv_kernel", shape, tiles, cfg,
-         [kb, vb, k_mean, k_q, k_scale, v_q, v_scale, shape.n_kv])
-    o = _buffer(np.zeros(q.shape), cfg.out_dtype)
-    lse = np.zeros((batch, heads, n), np.float32)
-    _run("sagebwd_forward", shape, tiles, cfg,
-         [q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse, n, shape.n_kv, heads,
-          shape.kv_heads])
-    saved = Saved(shape, tiles, cfg, dtype, q_q, q_scale, q_mean, k_q, k_scale, k_mean, v_q,
-                  v_scale, vb, o, lse)
-    return o.array, lse, saved
+    tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),
+               "v": token_tensor(v, dtype, layout),
+               "o": token_tensor(np.zeros(q.shape), cfg.out_dtype, layout)}
+    buffers = _allocate(forward_buffers(shape, tiles, cfg.smooth_q))
+    values = dict(buffers, **scalar_args(shape, cfg.sm_scale))
+    for name, tensor in tensors.items():
+        values[name] = tensor.buffer
+        values.update(stride_args(name, tensor.strides))
+    _run(forward_sequence(cfg.smooth_k), shape, tiles, cfg, values)
+    saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"],
+                  **{name: buffers[name] for name in ("q_q", "q_scale", "q_mean", "k_q",
+                                                      "k_scale", "k_mean", "v_q", "v_scale",
+                                                      "lse")})
+    return np.ascontiguousarray(tensors["o"].array), buffers["lse"], saved
 
 
 @dataclass
@@ -98,23 +134,17 @@ class InterpretedGradients:
 
 
 def backward(saved: Saved, do: np.ndarray, store_p_ds: bool = False) -> InterpretedGradients:
-    """Backward pre-pass and backward kernels for upstream gradient ``do``."""
+    """Backward pre-pass and backward kernels for upstream gradient ``do`` (B, H, N, D)."""
     shape, tiles, cfg = saved.shape, saved.tiles, saved.cfg
-    batch, heads, n, d = do.shape
-    nq = cdiv(n, tiles.block_m)
-    dob = _buffer(do, saved.dtype)
-    delta = np.zeros((batch, heads, n), np.float32)
-    do_q = np.zeros(do.shape, np.int8)
-    do_scale = np.zeros((batch * heads, nq), np.float32)
-    _run("sagebwd_backward_prepass", shape, tiles, cfg, [saved.o, dob, delta, do_q, do_scale, n])
-    dq = np.zeros(do.shape, np.float32)
-    dk = np.zeros((batch, shape.kv_heads, shape.n_kv, d), np.float32)
-    dv = np.zeros_like(dk)
-    pds_shape = (batch, heads, n, shape.n_kv) if store_p_ds else (1,)
-    p, ds = np.zeros(pds_shape, np.float32), np.zeros(pds_shape, np.float32)
-    _run("sagebwd_backward", shape, tiles, cfg,
-         [saved.q_q, saved.q_scale, saved.q_mean, saved.k_q, saved.k_scale, saved.v, dob, do_q,
-          do_scale, saved.lse, delta, dq, dk, dv, p, ds, float(np.float32(cfg.sm_scale)), n,
-          shape.n_kv, heads, shape.kv_heads], store_p_ds=store_p_ds)
-    return InterpretedGradients(dq, dk, dv, p if store_p_ds else None,
-                                ds if store_p_ds else None, delta)
+    buffers = _allocate(backward_buffers(shape, tiles, store_p_ds))
+    do_tensor = token_tensor(do, saved.dtype, saved.layout)
+    values = dict(buffers, **scalar_args(shape, cfg.sm_scale), do=do_tensor.buffer,
+                  v=saved.v.buffer, o=saved.o.buffer,
+                  **{name: getattr(saved, name) for name in ("q_q", "q_scale", "q_mean", "k_q",
+                                                             "k_scale", "lse")})
+    for name, tensor in (("do", do_tensor), ("v", saved.v), ("o", saved.o)):
+        values.update(stride_args(name, tensor.strides))
+    _run(BACKWARD_SEQUENCE, shape, tiles, cfg, values, store_p_ds=store_p_ds)
+    return InterpretedGradients(buffers["dq"], buffers["dk"], buffers["dv"],
+                                buffers["p_out"] if store_p_ds else None,
+                                buffers["ds_out"] if store_p_ds else None, buffers["delta"])

@@ -1,19 +1,31 @@
 """How the SageBwd kernels are launched: grids, buffers, constexprs, argument specs.
 
-Shared by the CPU driver (:mod:`sage.kernels.sagebwd.interpreted`), the
-compile tests, and later the JIT-based ``sage.attention``.
+Shared by the CPU driver (:mod:`sage.kernels.sagebwd.interpreted`), the GPU
+driver (:mod:`sage.kernels.sagebwd.torch_ops`) and the compile tests. Kernel
+arguments are assembled *by parameter name*: a driver builds one mapping of
+every value the launch sequence needs (its tensors, the buffers of
+:func:`forward_buffers` / :func:`backward_buffers`, :func:`scalar_args`,
+:func:`stride_args`) and :func:`runtime_args` picks each kernel's arguments
+from it in signature order.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
 
 import sage.language as sl
+from sage.jit.specialize import kernel_params
 from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv
 from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
+from sage.reference.sagebwd import qk_scale
 
 
 @dataclass(frozen=True)
@@ -94,26 +106,157 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
     }[name]
 
 
+class Strides(NamedTuple):
+    """Element strides of a token tensor indexed (batch, head, row, D); the last
+    dimension's stride is 1."""
+
+    batch: int
+    head: int
+    row: int
+
+
+def contiguous_strides(heads: int, rows: int, d: int) -> Strides:
+    """The strides of a contiguous (B, heads, rows, D) tensor."""
+    return Strides(heads * rows * d, rows * d, d)
+
+
+#: The strided 16-bit token tensors (users' inputs and O) and the prefix of
+#: their stride parameters (``stride_qb``, ``stride_qh``, ``stride_qn``, ...).
+TOKEN_TENSORS = ("q", "k", "v", "o", "do")
+
+
+def stride_args(tensor: str, strides: Strides | tuple[int, int, int]) -> dict[str, int]:
+    """The stride arguments of token tensor ``tensor`` (one of :data:`TOKEN_TENSORS`),
+    from its (batch, head, row) element strides."""
+    if tensor not in TOKEN_TENSORS:
+        raise ValueError(f"{tensor!r} is not a strided token tensor {TOKEN_TENSORS}")
+    batch, head, row = strides
+    return {f"stride_{tensor}b": int(batch), f"stride_{tensor}h": int(head),
+            f"stride_{tensor}n": int(row)}
+
+
+def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
+    """Lengths, head counts and the two float factors (as the f32 values the
+    kernels use: ``qk_scale`` = sm_scale * log2 e, and ``sm_scale``)."""
+    return {"N": shape.n, "N_KV": shape.n_kv, "H": shape.heads, "H_KV": shape.kv_heads,
+            "qk_scale": float(qk_scale(sm_scale)), "sm_scale": float(np.float32(sm_scale))}
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_params(name: str) -> tuple[str, ...]:
+    """The runtime (non-constexpr) parameter names of kernel ``name``, in order."""
+    return tuple(p.name for p in kernel_params(KERNELS[name]) if not p.constexpr)
+
+
+def strided_params(name: str) -> tuple[str, ...]:
+    """The pointer parameters of kernel ``name`` that take strided tensors."""
+    return tuple(p for p in runtime_params(name) if p in TOKEN_TENSORS)
+
+
+def runtime_args(name: str, values: Mapping[str, Any]) -> list[Any]:
+    """Kernel ``name``'s runtime arguments, in order, taken from ``values`` by name.
+
+    Raises:
+        KeyError: naming the kernel and the missing parameter.
+    """
+    missing = [p for p in runtime_params(name) if p not in values]
+    if missing:
+        raise KeyError(f"{name}: no value for {', '.join(missing)}")
+    return [values[p] for p in runtime_params(name)]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer the kernels write: shape, element dtype name, and whether it
+    must be zero before the launch (f32 atomic adds)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    zeroed: bool = False
+
+
+#: A stand-in for a pointer argument the kernels do not touch in this variant.
+UNUSED = BufferSpec((1,), "float32")
+
+
+def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool) -> dict[str, BufferSpec]:
+    """What the pre-pass and the forward write (O aside: its dtype and layout
+    are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k)."""
+    b, d = shape.batch, shape.d
+    bh, bhkv = b * shape.heads, b * shape.kv_heads
+    nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
+    return {
+        "q_q": BufferSpec((bh, shape.n, d), "int8"),
+        "q_scale": BufferSpec((bh, nq), "float32"),
+        "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
+        "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
+        "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
+        "k_scale": BufferSpec((bhkv, nk), "float32"),
+        "v_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
+        "v_scale": BufferSpec((bhkv, nk), "float32"),
+        "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
+    }
+
+
+def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool) -> dict[str, BufferSpec]:
+    """What the backward pre-pass and the backward write: dq (B, H, N, D) and
+    dk, dv (B, Hkv, Nkv, D) f32 are atomic-add targets (zeroed); p_out and
+    ds_out (B, H, N, Nkv) only with ``store_p_ds``."""
+    b, d = shape.batch, shape.d
+    nq = cdiv(shape.n, tiles.block_m)
+    kv = (b, shape.kv_heads, shape.n_kv, d)
+    pds = BufferSpec((b, shape.heads, shape.n, shape.n_kv), "float32") if store_p_ds \
+        else UNUSED
+    return {
+        "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
+        "do_q": BufferSpec((b * shape.heads, shape.n, d), "int8"),
+        "do_scale": BufferSpec((b * shape.heads, nq), "float32"),
+        "dq": BufferSpec((b, shape.heads, shape.n, d), "float32", zeroed=True),
+        "dk": BufferSpec(kv, "float32", zeroed=True),
+        "dv": BufferSpec(kv, "float32", zeroed=True),
+        "p_out": pds,
+        "ds_out": pds,
+    }
+
+
+def forward_sequence(smooth_k: bool) -> tuple[str, ...]:
+    """The kernels of the forward, in launch order (the K mean only with smooth_k)."""
+    return (("k_mean_kernel",) if smooth_k else ()) + (
+        "quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
+
+
+BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
+
+#: Element dtype of every pointer parameter: "input" is the 16-bit input
+#: dtype, "output" O's dtype.
+_POINTER_DTYPES = {
+    "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
+    "q_q": sl.int8, "k_q": sl.int8, "v_q": sl.int8, "do_q": sl.int8,
+    **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
+                                     "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
+                                     "ds_out")},
+}
+_FLOAT_SCALARS = ("qk_scale", "sm_scale")
+
+
 def arg_specs(name: str, dtype: sl.DType, out_dtype: sl.DType | None = None,
               alignment: int | None = 16) -> list[sl.ArgSpec]:
-    """The runtime argument specs of kernel ``name`` for ``dtype`` (f16/bf16) inputs.
+    """The runtime argument specs of kernel ``name`` for ``dtype`` (f16/bf16) inputs,
+    as the JIT makes them for contiguous tensors.
 
-    Lengths and head counts are i32; ``out_dtype`` is O's element type
-    (default ``dtype``).
+    Lengths and head counts are i32; strides are i32 divisible by 16 (D is);
+    ``out_dtype`` is O's element type (default ``dtype``).
     """
-    out_dtype = out_dtype or dtype
-
-    def ptr(t: sl.DType) -> sl.ArgSpec:
-        return sl.ArgSpec.pointer(t, alignment=alignment)
-
-    i32, f32 = sl.ArgSpec.scalar(sl.int32), sl.ArgSpec.scalar(sl.float32)
-    x, i8, fp, o = ptr(dtype), ptr(sl.int8), ptr(sl.float32), ptr(out_dtype)
-    return {
-        "k_mean_kernel": [x, fp, i32],
-        "quantize_q_kernel": [x, i8, fp, fp, f32, i32],
-        "quantize_kv_kernel": [x, x, fp, i8, fp, i8, fp, i32],
-        "sagebwd_forward": [i8, fp, fp, i8, fp, i8, fp, o, fp, i32, i32, i32, i32],
-        "sagebwd_backward_prepass": [o, x, fp, i8, fp, i32],
-        "sagebwd_backward": [i8, fp, fp, i8, fp, x, x, i8, fp, fp, fp, fp, fp, fp, fp, fp,
-                             f32, i32, i32, i32, i32],
-    }[name]
+    kinds = {"input": dtype, "output": out_dtype or dtype}
+    specs = []
+    for param in runtime_params(name):
+        if param in _POINTER_DTYPES:
+            element = _POINTER_DTYPES[param]
+            specs.append(sl.ArgSpec.pointer(kinds.get(element, element), alignment=alignment))
+        elif param in _FLOAT_SCALARS:
+            specs.append(sl.ArgSpec.scalar(sl.float32))
+        elif param.startswith("stride_"):
+            specs.append(sl.ArgSpec.scalar(sl.int32, divisibility=16))
+        else:
+            specs.append(sl.ArgSpec.scalar(sl.int32))
+    return specs

@@ -9,29 +9,34 @@ of a sequence are 0 in every quantized tile, so they do not move the absmax.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, load_rows, load_vector, quantize_block_to,
-                                         row_ids, store_vector)
+from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, load_strided_rows,
+                                         load_vector, quantize_block_to, row_ids, store_vector)
 
 
-def k_mean_kernel(k, k_mean, N_KV, D: sl.constexpr, BLOCK_N: sl.constexpr):
+def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
+                  D: sl.constexpr, BLOCK_N: sl.constexpr):
     """K mean over all Nkv tokens of one (batch, kv head), in f32 (spec 3.1).
 
-    k: (B*Hkv, Nkv, D) f16/bf16; k_mean: (B*Hkv, D) f32. Grid: (B*Hkv,).
-    Per-block sums are added in f32 (loads past Nkv are 0).
+    k: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``; k_mean: (B*Hkv, D)
+    f32. Grid: (B*Hkv,). Per-block sums are added in f32 (loads past Nkv are 0).
     """
     bh = sl.program_id(0)
+    batch, head = batch_head(bh, H_KV)
+    k_base = head_base(k, batch, head, stride_kb, stride_kh)
     total = sl.zeros((1, D), sl.float32)
     for row in sl.range(0, N_KV, BLOCK_N):
-        tile = load_rows(k, bh, row, N_KV, BLOCK_N, D).to(sl.float32)
+        tile = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
         total = total + sl.sum(tile, axis=0)
     store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
 
 
-def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, D: sl.constexpr,
-                      BLOCK_M: sl.constexpr, SMOOTH_Q: sl.constexpr):
+def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
+                      stride_qn, D: sl.constexpr, BLOCK_M: sl.constexpr,
+                      SMOOTH_Q: sl.constexpr):
     """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
 
-    q: (B*H, N, D) f16/bf16; q_q: same shape i8; q_scale: (B*H, ceil(N/BLOCK_M))
+    q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
+    q_scale: (B*H, ceil(N/BLOCK_M))
     f32; q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
@@ -41,7 +46,9 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, D: sl.constexpr,
     bh = sl.program_id(1)
     row = block * BLOCK_M
     nblocks = cdiv(N, BLOCK_M)
-    x = load_rows(q, bh, row, N, BLOCK_M, D).to(sl.float32) * qk_scale
+    batch, head = batch_head(bh, H)
+    q_base = head_base(q, batch, head, stride_qb, stride_qh)
+    x = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D).to(sl.float32) * qk_scale
     if SMOOTH_Q:
         count = sl.minimum(N - row, BLOCK_M).to(sl.float32)
         mean = sl.sum(x, axis=0) / count
@@ -50,22 +57,27 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, D: sl.constexpr,
     quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D)
 
 
-def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, D: sl.constexpr,
-                       BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr):
+def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, stride_kb,
+                       stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+                       D: sl.constexpr, BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr):
     """One BLOCK_N-row block of K (minus its mean when SMOOTH_K) and of V to INT8.
 
-    k, v: (B*Hkv, Nkv, D) f16/bf16; k_mean: (B*Hkv, D) f32 (read only with
-    SMOOTH_K); k_q, v_q: i8 like k; k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N))
+    k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
+    k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q, v_q: (B*Hkv, Nkv, D) i8;
+    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N))
     f32. Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
     row = block * BLOCK_N
     nblocks = cdiv(N_KV, BLOCK_N)
-    kt = load_rows(k, bh, row, N_KV, BLOCK_N, D).to(sl.float32)
+    batch, head = batch_head(bh, H_KV)
+    k_base = head_base(k, batch, head, stride_kb, stride_kh)
+    kt = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
     if SMOOTH_K:
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D)
-    vt = load_rows(v, bh, row, N_KV, BLOCK_N, D)
+    v_base = head_base(v, batch, head, stride_vb, stride_vh)
+    vt = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D)
     quantize_block_to(vt, v_q, v_scale, bh, block, row, N_KV, nblocks, D)

@@ -1,0 +1,172 @@
+"""``sage.attention``: SageBwd INT8 attention as a ``torch.autograd.Function``.
+
+Imported lazily by ``sage.attention`` (``import sage`` never imports torch).
+The kernels and their launch sequence are in
+:mod:`sage.kernels.sagebwd.torch_ops`; the argument checks (torch-free) in
+:mod:`sage.attention_checks`; docs/sagebwd.md "Attention API" describes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from sage.attention_checks import AttentionArgumentError, TensorInfo, check_attention_args
+from sage.kernels.sagebwd import torch_ops
+
+if hasattr(torch.amp, "custom_fwd"):  # torch >= 2.4
+    _custom_fwd = torch.amp.custom_fwd(device_type="cuda")
+    _custom_bwd = torch.amp.custom_bwd(device_type="cuda")
+else:  # pragma: no cover - older torch
+    _custom_fwd, _custom_bwd = torch.cuda.amp.custom_fwd, torch.cuda.amp.custom_bwd
+
+
+def _autocast_dtype() -> torch.dtype | None:
+    """The CUDA autocast dtype when autocast is on for CUDA, else None."""
+    try:  # torch >= 2.4: per-device-type queries
+        return torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    except (TypeError, AttributeError):  # pragma: no cover - older torch
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+
+
+def _to_kernel_view(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """A (B, H, N, D) view of a tensor in ``layout`` (no copy unless its last
+    dimension is not unit-stride)."""
+    x = torch_ops.unit_last_stride(x)
+    return x.transpose(1, 2) if layout == "bshd" else x
+
+
+def _from_kernel_view(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """The inverse of :func:`_to_kernel_view` (a view)."""
+    return x.transpose(1, 2) if layout == "bshd" else x
+
+
+def _new_output(q: torch.Tensor, layout: str) -> torch.Tensor:
+    """O allocated contiguous in the user's layout, as a (B, H, N, D) view."""
+    return _to_kernel_view(torch.empty(q.shape, dtype=q.dtype, device=q.device), layout)
+
+
+class SageAttentionFunction(torch.autograd.Function):
+    """SageBwd forward and backward (see :func:`attention`). Inputs are already
+    checked, cast and in ``layout``."""
+
+    @staticmethod
+    @_custom_fwd
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str) -> torch.Tensor:
+        views = [_to_kernel_view(x, layout) for x in (q, k, v)]
+        o, _, saved = torch_ops.forward(*views, causal=causal, sm_scale=sm_scale,
+                                        smooth_k=smooth_k, smooth_q=smooth_q,
+                                        out=_new_output(q, layout))
+        ctx.layout = layout
+        ctx.plan = saved.plan
+        if any(ctx.needs_input_grad[:3]):
+            ctx.save_for_backward(*saved.tensors(for_backward=True))
+        return _from_kernel_view(o, layout)
+
+    @staticmethod
+    @_custom_bwd
+    def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        saved = torch_ops.Saved.from_tensors(ctx.plan, ctx.saved_tensors)
+        grads = torch_ops.backward(_to_kernel_view(do, ctx.layout), saved)[:3]
+        return tuple(_from_kernel_view(g, ctx.layout) if needed else None
+                     for g, needed in zip(grads, ctx.needs_input_grad[:3])) \
+            + (None,) * 5
+
+
+def _info(name: str, x: object) -> TensorInfo:
+    if not isinstance(x, torch.Tensor):
+        raise AttentionArgumentError(f"sage.attention: argument {name}: must be a "
+                                     f"torch.Tensor, got {type(x).__name__}")
+    return TensorInfo(tuple(x.shape), str(x.dtype).rsplit(".", 1)[-1], str(x.device))
+
+
+def _autocast(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """``x`` cast to the autocast dtype (a floating CUDA tensor under autocast)."""
+    if dtype is None or not x.is_cuda or not x.is_floating_point() or x.dtype == dtype:
+        return x
+    return x.to(dtype)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              sm_scale: float | None = None, smooth_k: bool = True, smooth_q: bool = False,
+              layout: str = "bhsd") -> torch.Tensor:
+    """SageBwd attention ``softmax(sm_scale * q k^T) v`` with INT8 forward and backward.
+
+    Args:
+        q: (B, H, N, D) for ``layout="bhsd"``, (B, N, H, D) for ``"bshd"``.
+        k, v: (B, Hkv, Nkv, D) / (B, Nkv, Hkv, D), one shape; H % Hkv == 0
+            (GQA; Hkv = 1 is MQA): query head h reads kv head h // (H // Hkv).
+            q, k, v: float16 or bfloat16 (one dtype) CUDA tensors on one
+            device; D = 64 or 128; any N and Nkv >= 1 (tails are masked);
+            Nkv may differ from N unless ``causal``.
+        causal: key j is visible to query i iff j <= i (needs N == Nkv).
+        sm_scale: softmax scale, finite and > 0; default 1 / sqrt(D).
+        smooth_k: subtract the per-(batch, kv head) key mean before quantizing K
+            (on by default; softmax is unchanged; no backward correction term).
+        smooth_q: subtract per-block query means (their Q K^T term is added back
+            in f32; the backward adds the dK bias term). Off by default.
+        layout: "bhsd" or "bshd": the axis order of q, k, v and of the result.
+
+    Returns:
+        O in q's layout and dtype (contiguous in that layout). Differentiable
+        with respect to q, k and v (the one fused backward computes all three;
+        only those that require grad are returned to autograd).
+
+    Strides and copies: inputs are read in place through their batch, head
+    and row strides (``layout="bshd"`` and non-contiguous views such as
+    slices or transposes of the batch/head/seq axes cost no copy), provided
+    their last dimension has stride 1; a tensor whose last dimension is not
+    unit-stride is copied (``.contiguous()``) first. The upstream gradient dO
+    follows the same rule.
+
+    Autocast: under ``torch.autocast("cuda")`` floating inputs of another dtype
+    (float32 in particular) are cast to the autocast dtype (float16 or
+    bfloat16) first, like torch's lower-precision ops; the backward runs in
+    the same autocast state. Without autocast, float32 inputs are rejected.
+
+    Precision contract (SageBwd, ``shared/spec/sagebwd.md``): six of the seven
+    matmuls are INT8 with f32 scales: S = Q K^T (per-block Q of c*Q with
+    c = sm_scale * log2 e, per-block K after smoothing), O = P~ V (per-token
+    P~ scales from the online-softmax maxima, per-block V), the recomputed S,
+    dV = P^T dO, dQ = dS K and dK = dS^T Q (per-block P, dO, dS). dP = dO V^T
+    is a 16-bit matmul with f32 accumulation; dS stays f32 until quantized;
+    softmax statistics, delta and all accumulations are f32; dQ, dK, dV are
+    accumulated in f32 (atomic adds) and returned in the input dtype. Results
+    match the float64 emulation of this algorithm
+    (``sage.reference.sagebwd``) to relative L2 <= 1e-3; against exact
+    attention they carry INT8 quantization error (cosine > 0.999 at unit
+    Gaussian inputs; errors grow with |Q|, |K|: spec section 5, Table 1).
+    GQA reductions and dQ use f32 atomics, so gradients are not bitwise
+    deterministic run to run.
+
+    Saved for the backward: INT8 Q and K with their scales (and the Q block
+    means with smooth_q), the K mean, the 16-bit V, O and the f32 LSE; not the
+    16-bit Q and K, nor the INT8 V. Nothing is saved when no input requires
+    grad.
+
+    Compilation: each kernel is specialised (dtype, D, tiles, flags, 16-byte
+    alignment and divisibility by 16 of lengths and strides) and compiled on
+    first use, then cached in memory and on disk (docs/jit.md).
+
+    Raises:
+        AttentionArgumentError (a ValueError and a TypeError): naming the
+            argument: a non-tensor, wrong rank, a CPU tensor (or no CUDA),
+            tensors on different devices, a dtype other than float16/bfloat16
+            or differing dtypes, k and v of different shapes, batch or
+            head_dim mismatch, head_dim not 64/128, empty tensors, heads not
+            divisible by kv_heads, causal with N != Nkv, an unknown layout,
+            sm_scale not a finite number > 0, flags that are not bools.
+    """
+    dtype = _autocast_dtype()
+    q, k, v = (_autocast(x, dtype) if isinstance(x, torch.Tensor) else x for x in (q, k, v))
+    problem = check_attention_args(_info("q", q), _info("k", k), _info("v", v),
+                                   causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
+                                   smooth_q=smooth_q, layout=layout,
+                                   cuda_available=torch.cuda.is_available())
+    return SageAttentionFunction.apply(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q,
+                                       layout)
+
+
+__all__ = ["AttentionArgumentError", "SageAttentionFunction", "attention"]

@@ -1,0 +1,82 @@
+"""The SageBwd kernels' stride arguments, in the CPU interpreter: Q, K, V, dO and O
+held in (B, N, H, D) memory ("bshd", what sage.attention(layout="bshd") passes
+without copies) give bit-identical results to contiguous (B, H, N, D) memory;
+and the launch helpers the GPU driver (torch_ops) shares with the interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sage.kernels.sagebwd import interpreted
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, Shape, Tiles,
+                                         backward_buffers, forward_buffers, forward_sequence,
+                                         runtime_args, runtime_params, stride_args,
+                                         strided_params)
+from sage.reference import to_bf16
+from sage.reference.sagebwd import SageBwdConfig
+
+
+def _inputs(batch, heads, kv_heads, n, n_kv, d, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def make(shape, bias=0.0):
+        x = rng.standard_normal(shape) + bias
+        return x.astype(np.float16) if dtype == "float16" else to_bf16(x.astype(np.float32))
+    return (make((batch, heads, n, d)), make((batch, kv_heads, n_kv, d), rng.standard_normal(d)),
+            make((batch, kv_heads, n_kv, d)), make((batch, heads, n, d)))
+
+
+@pytest.mark.parametrize("case", [
+    # batch, heads, kv_heads, n, n_kv, d, dtype, causal, smooth_q, block_n
+    (2, 4, 2, 70, 100, 64, "float16", False, False, 64),
+    (1, 2, 1, 90, 90, 128, "bfloat16", True, True, 32),
+], ids=["gqa_tails_f16", "mqa_causal_smooth_q_bf16_d128"])
+def test_bshd_memory_matches_bhsd_bit_for_bit(case):
+    batch, heads, kv_heads, n, n_kv, d, dtype, causal, smooth_q, block_n = case
+    q, k, v, do = _inputs(batch, heads, kv_heads, n, n_kv, d, dtype)
+    cfg = SageBwdConfig(sm_scale=d ** -0.5, causal=causal, smooth_q=smooth_q, block_n=block_n,
+                        out_dtype=dtype)
+    results = {}
+    for layout in ("bhsd", "bshd"):
+        o, lse, saved = interpreted.forward(q, k, v, cfg, dtype, layout=layout)
+        grads = interpreted.backward(saved, do)
+        results[layout] = dict(o=o, lse=lse, dq=grads.dq, dk=grads.dk, dv=grads.dv,
+                               delta=grads.delta, k_q=saved.k_q, q_q=saved.q_q)
+    assert saved.o.buffer.array.shape == (batch, n, heads, d)  # really (B, N, H, D) memory
+    for name, want in results["bhsd"].items():
+        np.testing.assert_array_equal(results["bshd"][name], want, err_msg=name)
+    assert np.abs(results["bhsd"]["dq"]).max() > 0
+
+
+def test_token_tensor_strides():
+    x = np.zeros((2, 3, 5, 64), np.float16)
+    assert interpreted.token_tensor(x, "float16").strides == (3 * 5 * 64, 5 * 64, 64)
+    bshd = interpreted.token_tensor(x, "float16", "bshd")
+    assert bshd.strides == (5 * 3 * 64, 64, 3 * 64)
+    assert bshd.array.shape == x.shape
+
+
+def test_every_kernel_argument_has_a_source():
+    """The drivers' value mappings cover every runtime parameter (by name)."""
+    shape, tiles = Shape(1, 2, 1, 10, 12, 64), Tiles(64, 64, 8)
+    names = set(forward_buffers(shape, tiles, True)) | set(backward_buffers(shape, tiles, True))
+    names |= {"q", "k", "v", "o", "do", "N", "N_KV", "H", "H_KV", "qk_scale", "sm_scale"}
+    for tensor in ("q", "k", "v", "o", "do"):
+        names |= set(stride_args(tensor, (1, 2, 3)))
+    for name in forward_sequence(True) + BACKWARD_SEQUENCE:
+        assert set(runtime_params(name)) <= names, (name, set(runtime_params(name)) - names)
+    assert set(forward_sequence(True) + BACKWARD_SEQUENCE) == set(KERNELS)
+    assert forward_sequence(False)[0] == "quantize_q_kernel"
+
+
+def test_strided_params_are_the_16_bit_token_tensors():
+    assert strided_params("sagebwd_backward") == ("v", "do")
+    assert strided_params("quantize_kv_kernel") == ("k", "v")
+    assert strided_params("sagebwd_forward") == ("o",)
+
+
+def test_runtime_args_names_what_is_missing():
+    with pytest.raises(KeyError, match="k_mean_kernel: no value for k_mean"):
+        runtime_args("k_mean_kernel", {"k": 0, "N_KV": 1, "H_KV": 1, "stride_kb": 0,
+                                       "stride_kh": 0, "stride_kn": 0})
