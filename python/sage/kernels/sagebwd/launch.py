@@ -205,8 +205,10 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool) -> dict[str, 
     b, d = shape.batch, shape.d
     nq = cdiv(shape.n, tiles.block_m)
     kv = (b, shape.kv_heads, shape.n_kv, d)
-    pds = BufferSpec((b, shape.heads, shape.n, shape.n_kv), "float32") if store_p_ds \
-        else UNUSED
+    # Zeroed: the kernels skip tiles that are wholly masked (causal), whose
+    # P and dS are 0 by definition.
+    pds = BufferSpec((b, shape.heads, shape.n, shape.n_kv), "float32", zeroed=True) \
+        if store_p_ds else UNUSED
     return {
         "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
         "do_q": BufferSpec((b * shape.heads, shape.n, d), "int8"),
