@@ -30,3 +30,7 @@ echo "=================================================================="
 echo "== python/examples/quant_matmul.py in the interpreter (SAGE_INTERPRET=1)"
 echo "=================================================================="
 SAGE_INTERPRET=1 python3 python/examples/quant_matmul.py
+echo "=================================================================="
+echo "== python/examples/attention.py: SageBwd forward + backward"
+echo "=================================================================="
+python3 python/examples/attention.py

@@ -6,7 +6,7 @@
 #
 #   bash scripts/gpu/run.sh [STAGE...]
 #     tests     the GPU tests (python/test/gpu, the library and the binding)
-#     example   the README's example on the GPU and in the interpreter
+#     example   the README's examples on the GPU (and quant_matmul in the interpreter)
 #     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
@@ -42,7 +42,8 @@ for stage in "${stages[@]}"; do
         2>&1 | tee "$OUT/gpu-tests.log" ;;
     example)
       { python3 python/examples/quant_matmul.py &&
-        SAGE_INTERPRET=1 python3 python/examples/quant_matmul.py; } 2>&1 | tee "$OUT/example.txt" ;;
+        SAGE_INTERPRET=1 python3 python/examples/quant_matmul.py &&
+        python3 python/examples/attention.py; } 2>&1 | tee "$OUT/example.txt" ;;
     jit)
       python3 bench/jit_overhead.py "$OUT/jit_overhead.json" 2>&1 ;;
     accuracy)
