@@ -13,6 +13,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from sage.kernels.sagebwd.launch import Shape
+
 SUPPORTED_DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 #: The memory layouts ``sage.attention`` accepts and the axis names of each.
@@ -42,15 +44,11 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class AttentionProblem:
-    """A checked call: q (batch, heads, n, d); k, v (batch, kv_heads, n_kv, d)
-    (whatever the layout), the dtype name and the resolved softmax scale."""
+    """A checked call: its :class:`~sage.kernels.sagebwd.launch.Shape` (q
+    (batch, heads, n, d); k, v (batch, kv_heads, n_kv, d), whatever the
+    layout), the dtype name and the resolved softmax scale."""
 
-    batch: int
-    heads: int
-    kv_heads: int
-    n: int
-    n_kv: int
-    d: int
+    shape: Shape
     dtype: str
     sm_scale: float
     causal: bool
@@ -153,7 +151,7 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
     if causal and n != n_kv:
         raise _fail("causal", f"causal attention needs seq == seq_kv, got q seq {n} and "
                               f"k/v seq {n_kv}")
-    return AttentionProblem(batch, heads, kv_heads, n, n_kv, d, q.dtype,
+    return AttentionProblem(Shape(batch, heads, kv_heads, n, n_kv, d), q.dtype,
                             resolve_sm_scale(sm_scale, d), bool(causal), layout)
 
 

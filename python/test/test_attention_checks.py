@@ -14,6 +14,7 @@ import pytest
 
 from sage.attention_checks import (AttentionArgumentError, TensorInfo, check_attention_args,
                                    resolve_sm_scale)
+from sage.kernels.sagebwd.launch import Shape
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,16 +38,14 @@ def _check(q=(2, 4, 100, 64), k=(2, 2, 120, 64), v=None, *, dtype="float16",
 
 def test_accepts_gqa_tails_and_resolves_the_scale():
     problem = _check()
-    assert (problem.batch, problem.heads, problem.kv_heads, problem.n, problem.n_kv,
-            problem.d) == (2, 4, 2, 100, 120, 64)
+    assert problem.shape == Shape(2, 4, 2, 100, 120, 64)
     assert problem.sm_scale == pytest.approx(1 / 8) and problem.dtype == "float16"
 
 
 def test_bshd_layout_reads_seq_and_heads_swapped():
     problem = _check(q=(2, 100, 4, 128), k=(2, 120, 1, 128), layout="bshd", dtype="bfloat16",
                      sm_scale=0.3)
-    assert (problem.heads, problem.kv_heads, problem.n, problem.n_kv, problem.d) == \
-        (4, 1, 100, 120, 128)
+    assert problem.shape == Shape(2, 4, 1, 100, 120, 128)
     assert problem.sm_scale == 0.3 and problem.layout == "bshd"
 
 

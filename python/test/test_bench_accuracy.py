@@ -3,28 +3,15 @@ reference, the vectorised quantization model, the paper comparison and the repor
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from repo_files import load_bench
 
 from sage.reference.sagebwd import (SageBwdConfig, attention_reference, emulate_backward,
                                     emulate_forward, relative_l2)
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-accuracy = _load("accuracy")
+accuracy = load_bench("accuracy")
 
 
 def _arrays(spec, seed=0):

@@ -6,23 +6,15 @@ it is traced with.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import sage.language as sl
+from repo_files import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}",
-                                                  ROOT / "python" / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-quant_matmul_example = _example("quant_matmul")
+quant_matmul_example = load_example("quant_matmul")
 
 
 def half_matmul(a, b, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,

@@ -5,16 +5,15 @@ Skipped without a GPU (conftest); needs torch and the binding
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import sage
 import sage.language as sl
 from sage.jit import ArgumentError
+from repo_files import load_example
 
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,13 +29,6 @@ def widen(x: sl.pointer_type(sl.bfloat16), y, n, BLOCK: sl.constexpr = 128):
     row = sl.program_id(0) * BLOCK
     t = sl.load(x, shape=(1, BLOCK), offsets=(0, row), strides=(n, 1), bounds=(1, n))
     sl.store(y, t.to(sl.float32), offsets=(0, row), strides=(n, 1), bounds=(1, n))
-
-
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "python" / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +84,7 @@ def test_bf16_through_the_interpreter_and_gpu(monkeypatch):
 
 
 def test_quant_matmul_example_matches_the_interpreter(monkeypatch, record):
-    example = _example("quant_matmul")
+    example = load_example("quant_matmul")
     kernel = sage.jit(example.quant_matmul)
     m, n, k = 200, 136, 320
     blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)

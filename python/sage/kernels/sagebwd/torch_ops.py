@@ -157,8 +157,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
                                    sm_scale=sm_scale, smooth_k=smooth_k, smooth_q=smooth_q,
                                    layout="bhsd")
     q, k, v = (unit_last_stride(x) for x in (q, k, v))
-    shape = Shape(problem.batch, problem.heads, problem.kv_heads, problem.n, problem.n_kv,
-                  problem.d)
+    shape = problem.shape
     plan = Plan(shape, tiles or default_tiles(shape.d), causal, problem.sm_scale, smooth_k,
                 smooth_q, q.dtype)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
