@@ -13,14 +13,6 @@ from sage.runtime import parse_kernel_header
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def library() -> CompilerLibrary:
-    try:
-        return CompilerLibrary()
-    except FileNotFoundError as error:
-        pytest.fail(str(error))
-
-
 def test_compiles_an_example_to_ptx_for_both_paths(library):
     source = (ROOT / "examples" / "quant_matmul.mlir").read_text()
     hopper = library.compile(source, arch="sm_90a")

@@ -16,11 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "examples" / "quant_matmul.mlir").read_text()
 
 
-@pytest.fixture(scope="module")
-def library() -> CompilerLibrary:
-    return CompilerLibrary()
-
-
 def test_every_product_of_one_compilation(library):
     out = library.compile_all(EXAMPLE, CompileOptions(arch="sm_80", num_warps=8,
                                                       capture_passes=True))

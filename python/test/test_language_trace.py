@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import sage.language as sl
-from sage.compiler import CompilerLibrary
 from test_language_kernels import KERNELS, quant_matmul_example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,11 +39,6 @@ def sage_opt(text: str, *args: str) -> subprocess.CompletedProcess:
         pytest.fail(f"{SAGE_OPT} is missing: run scripts/setup.sh first")
     return subprocess.run([str(SAGE_OPT), "-", *args], input=text, text=True,
                           capture_output=True, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def library() -> CompilerLibrary:
-    return CompilerLibrary()
 
 
 def test_quant_matmul_ir():

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import sage.language as sl
-from sage.compiler import CompilerLibrary
 from sage.kernels.sagebwd.launch import (FLAGS, KERNELS, Shape, arg_specs, constexprs,
                                          default_tiles)
 
@@ -24,14 +23,6 @@ PTXAS = os.environ.get("SAGE_PTXAS") or shutil.which("ptxas") or "/usr/local/cud
 # the Q-smoothing Q pre-pass at D=64 spills 56 bytes since Q is read through
 # a runtime row stride (per-element i64 addresses; ptxas stops at 64 registers).
 KNOWN_SPILLS = {("sagebwd_backward", 128, True), ("quantize_q_kernel", 64, True)}
-
-
-@pytest.fixture(scope="module")
-def library() -> CompilerLibrary:
-    try:
-        return CompilerLibrary()
-    except FileNotFoundError as error:
-        pytest.fail(str(error))
 
 
 def _variants(name: str):
