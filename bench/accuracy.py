@@ -381,6 +381,9 @@ def fake_quant_sagebwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarr
         raise ValueError(f"unknown ablations {sorted(unknown)}; expected {sorted(ABLATIONS)}")
     if cfg.smooth_q:
         raise ValueError("fake_quant_sagebwd does not model Q-smoothing")
+    if cfg.scales != "block":
+        raise ValueError("fake_quant_sagebwd models the per-block scales (scales='block'); "
+                         "bench/granularity_study.py models the others")
     saved = prepass(q, k, v, cfg)
     batch, heads, n, d = q.shape
     kv_heads = k.shape[1]
@@ -717,7 +720,7 @@ def ablation_metrics(spec: Inputs, base_seed: int, exact: Iterable[str] = (),
     x = make_inputs(spec, base_seed)
     tiles = tiles or default_tiles(spec.d)
     cfg = SageBwdConfig(sm_scale=spec.d ** -0.5, causal=causal, block_m=tiles.block_m,
-                        block_n=tiles.block_n, out_dtype=spec.dtype)
+                        block_n=tiles.block_n, out_dtype=spec.dtype, scales="block")
     got = fake_quant_sagebwd(x["q"], x["k"], x["v"], x["do"], cfg, spec.dtype, exact, granules)
     ref = exact_attention(*(np.asarray(x[name], np.float64) for name in ("q", "k", "v", "do")),
                           cfg.sm_scale, causal)
@@ -735,7 +738,7 @@ def diagnosis(n: int, heads: int, dtype: str, base_seed: int, sigmas: Sequence[f
     x = make_inputs(small, base_seed)
     tiles = default_tiles(128)
     cfg = SageBwdConfig(sm_scale=128 ** -0.5, block_m=tiles.block_m, block_n=tiles.block_n,
-                        out_dtype=dtype)
+                        out_dtype=dtype, scales="block")
     fwd = emulate_forward(x["q"], x["k"], x["v"], cfg)
     grads = emulate_backward(fwd, x["do"], x["v"], cfg, dtype)
     model = fake_quant_sagebwd(x["q"], x["k"], x["v"], x["do"], cfg, dtype)

@@ -412,7 +412,8 @@ def validate(cases: Sequence[tuple[int, int, int, float, int, int, str]] | None 
     for n, d, heads, sigma, bm, bn, dtype in cases:
         spec = accuracy.Inputs(n=n, d=d, heads=heads, sigma=sigma, dtype=dtype)
         x = accuracy.make_inputs(spec, seed)
-        cfg = SageBwdConfig(sm_scale=d ** -0.5, block_m=bm, block_n=bn, out_dtype=dtype)
+        cfg = SageBwdConfig(sm_scale=d ** -0.5, block_m=bm, block_n=bn, out_dtype=dtype,
+                            scales="block")
         start = time.monotonic()
         fwd = emulate_forward(x["q"], x["k"], x["v"], cfg)
         grads = emulate_backward(fwd, x["do"], x["v"], cfg, dtype)

@@ -54,11 +54,12 @@ class SageAttentionFunction(torch.autograd.Function):
     @staticmethod
     @_custom_fwd
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str) -> torch.Tensor:
+                sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str,
+                scales: str) -> torch.Tensor:
         views = [_to_kernel_view(x, layout) for x in (q, k, v)]
         o, _, saved = torch_ops.forward(*views, causal=causal, sm_scale=sm_scale,
                                         smooth_k=smooth_k, smooth_q=smooth_q,
-                                        out=_new_output(q, layout))
+                                        out=_new_output(q, layout), scales=scales)
         ctx.layout = layout
         ctx.plan = saved.plan
         if any(ctx.needs_input_grad[:3]):
@@ -72,7 +73,7 @@ class SageAttentionFunction(torch.autograd.Function):
         grads = torch_ops.backward(_to_kernel_view(do, ctx.layout), saved)[:3]
         return tuple(_from_kernel_view(g, ctx.layout) if needed else None
                      for g, needed in zip(grads, ctx.needs_input_grad[:3])) \
-            + (None,) * 5
+            + (None,) * 6
 
 
 def _info(name: str, x: object) -> TensorInfo:
@@ -91,7 +92,7 @@ def _autocast(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               sm_scale: float | None = None, smooth_k: bool = True, smooth_q: bool = False,
-              layout: str = "bhsd") -> torch.Tensor:
+              layout: str = "bhsd", scales: str = "fine") -> torch.Tensor:
     """SageBwd attention ``softmax(sm_scale * q k^T) v`` with INT8 forward and backward.
 
     Args:
@@ -108,6 +109,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         smooth_q: subtract per-block query means (their Q K^T term is added back
             in f32; the backward adds the dK bias term). Off by default.
         layout: "bhsd" or "bshd": the axis order of q, k, v and of the result.
+        scales: the INT8 scale granularity. "fine" (default): Q and K per token,
+            P per key column, dO per channel, dS per query row for dQ and per
+            key column for dK (token scales folded into the f32 dS first);
+            "block": one scale per tile for every operand, as the SageBwd
+            papers write it. Both keep every scale constant along its
+            matmul's contraction; "fine" meets the papers' accuracy
+            (docs/sagebwd.md, bench/results).
 
     Returns:
         O in q's layout and dtype (contiguous in that layout). Differentiable
@@ -127,10 +135,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     the same autocast state. Without autocast, float32 inputs are rejected.
 
     Precision contract (SageBwd, ``shared/spec/sagebwd.md``): six of the seven
-    matmuls are INT8 with f32 scales: S = Q K^T (per-block Q of c*Q with
-    c = sm_scale * log2 e, per-block K after smoothing), O = P~ V (per-token
-    P~ scales from the online-softmax maxima, per-block V), the recomputed S,
-    dV = P^T dO, dQ = dS K and dK = dS^T Q (per-block P, dO, dS). dP = dO V^T
+    matmuls are INT8 with f32 scales: S = Q K^T (Q holds c*Q with
+    c = sm_scale * log2 e; K is smoothed), O = P~ V (per-token P~ scales from
+    the online-softmax maxima, per-block V), the recomputed S, dV = P^T dO,
+    dQ = dS K and dK = dS^T Q (granularities: ``scales``). dP = dO V^T
     is a 16-bit matmul with f32 accumulation; dS stays f32 until quantized;
     softmax statistics, delta and all accumulations are f32; dQ, dK, dV are
     accumulated in f32 (atomic adds) and returned in the input dtype. Results
@@ -157,16 +165,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
             or differing dtypes, k and v of different shapes, batch or
             head_dim mismatch, head_dim not 64/128, empty tensors, heads not
             divisible by kv_heads, causal with N != Nkv, an unknown layout,
-            sm_scale not a finite number > 0, flags that are not bools.
+            sm_scale not a finite number > 0, flags that are not bools, an
+            unknown ``scales``.
     """
     dtype = _autocast_dtype()
     q, k, v = (_autocast(x, dtype) if isinstance(x, torch.Tensor) else x for x in (q, k, v))
     problem = check_attention_args(_info("q", q), _info("k", k), _info("v", v),
                                    causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
                                    smooth_q=smooth_q, layout=layout,
-                                   cuda_available=torch.cuda.is_available())
+                                   cuda_available=torch.cuda.is_available(), scales=scales)
     return SageAttentionFunction.apply(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q,
-                                       layout)
+                                       layout, scales)
 
 
 __all__ = ["AttentionArgumentError", "SageAttentionFunction", "attention"]

@@ -66,6 +66,17 @@ def check_layout(layout: object) -> str:
     return layout
 
 
+#: ``scales=``: the quantization granularities (docs/sagebwd.md).
+SCALES = ("fine", "block")
+
+
+def check_scales(scales: object) -> str:
+    """``scales`` if it is one of :data:`SCALES`."""
+    if not isinstance(scales, str) or scales not in SCALES:
+        raise _fail("scales", f"must be one of {list(SCALES)}, got {scales!r}")
+    return scales
+
+
 def check_flag(name: str, value: object) -> bool:
     """``value`` if it is a bool (``causal``, ``smooth_k``, ``smooth_q``)."""
     if not isinstance(value, bool):
@@ -107,7 +118,8 @@ def _bhsd(shape: tuple[int, ...], layout: str) -> tuple[int, int, int, int]:
 
 def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal: object,
                          sm_scale: object, smooth_k: object, smooth_q: object,
-                         layout: object, cuda_available: bool = True) -> AttentionProblem:
+                         layout: object, cuda_available: bool = True,
+                         scales: object = "fine") -> AttentionProblem:
     """Checks a ``sage.attention`` call; returns its problem.
 
     Raises:
@@ -116,9 +128,11 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
             device (not CUDA, or not q's), dtype (not f16/bf16, or not q's),
             k and v of different shapes, batch or head_dim differing from
             q's, head_dim not 64 or 128, an empty dimension, heads not a
-            multiple of kv_heads, causal with seq != seq_kv.
+            multiple of kv_heads, causal with seq != seq_kv, scales not one of
+            :data:`SCALES`.
     """
     layout = check_layout(layout)
+    check_scales(scales)
     for name, value in (("causal", causal), ("smooth_k", smooth_k), ("smooth_q", smooth_q)):
         check_flag(name, value)
     tensors = {"q": q, "k": k, "v": v}
@@ -157,4 +171,4 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
 
 __all__ = ["AttentionArgumentError", "AttentionProblem", "HEAD_DIMS", "LAYOUTS",
            "SUPPORTED_DTYPES", "TensorInfo", "check_attention_args", "check_flag",
-           "check_layout", "resolve_sm_scale"]
+           "check_layout", "check_scales", "resolve_sm_scale", "SCALES"]

@@ -25,7 +25,7 @@ def _t(shape, dtype="float16", device="cuda:0") -> TensorInfo:
 
 def _check(q=(2, 4, 100, 64), k=(2, 2, 120, 64), v=None, *, dtype="float16",
            device="cuda:0", causal=False, sm_scale=None, smooth_k=True, smooth_q=False,
-           layout="bhsd"):
+           layout="bhsd", scales="fine"):
     """Checks q, k, v given as shapes (of ``dtype`` on ``device``) or TensorInfos;
     v defaults to k's shape."""
     def info(x):
@@ -33,7 +33,7 @@ def _check(q=(2, 4, 100, 64), k=(2, 2, 120, 64), v=None, *, dtype="float16",
     v = (2, 2, 120, 64) if v is None and isinstance(k, TensorInfo) else v
     return check_attention_args(info(q), info(k), info(k if v is None else v), causal=causal,
                                 sm_scale=sm_scale, smooth_k=smooth_k, smooth_q=smooth_q,
-                                layout=layout)
+                                layout=layout, scales=scales)
 
 
 def test_accepts_gqa_tails_and_resolves_the_scale():
@@ -73,6 +73,8 @@ def test_causal_needs_equal_lengths_and_accepts_them():
     (dict(causal=1), r"argument causal: must be a bool, got int"),
     (dict(smooth_k=None), r"argument smooth_k: must be a bool"),
     (dict(smooth_q="yes"), r"argument smooth_q: must be a bool"),
+    (dict(scales="per_thread"), r"argument scales: must be one of \['fine', 'block'\]"),
+    (dict(scales=None), r"argument scales: must be one of"),
     (dict(v=(2, 2, 121, 64)), r"argument v: must have k's shape \(2, 2, 120, 64\)"),
     (dict(k=(3, 2, 120, 64), v=(3, 2, 120, 64)), r"argument k: batch 3 differs from q's 2"),
     (dict(k=(2, 2, 120, 128), v=(2, 2, 120, 128)), r"argument k: head_dim 128 differs"),

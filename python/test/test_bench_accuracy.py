@@ -72,7 +72,7 @@ def test_quantization_model_matches_the_emulation(causal):
     spec = accuracy.Inputs(n=96, n_kv=96 if causal else 130, d=64, heads=2, kv_heads=1,
                            key_bias=1.0, dtype="float16")
     x, _ = _arrays(spec)
-    cfg = SageBwdConfig(sm_scale=0.125, causal=causal, block_m=32, block_n=32)
+    cfg = SageBwdConfig(sm_scale=0.125, causal=causal, block_m=32, block_n=32, scales="block")
     fwd = emulate_forward(x["q"], x["k"], x["v"], cfg)
     grads = emulate_backward(fwd, x["do"], x["v"], cfg, "float16")
     model = accuracy.fake_quant_sagebwd(x["q"], x["k"], x["v"], x["do"], cfg, "float16")
@@ -84,7 +84,7 @@ def test_quantization_model_with_nothing_quantized_is_exact_attention():
     spec = accuracy.Inputs(n=70, d=64, heads=2, key_bias=3.0, dtype="bfloat16")
     x, (q, k, v, do) = _arrays(spec)
     cfg = SageBwdConfig(sm_scale=0.125, causal=True, block_m=32, block_n=16,
-                        out_dtype="bfloat16")
+                        out_dtype="bfloat16", scales="block")
     got = accuracy.fake_quant_sagebwd(x["q"], x["k"], x["v"], x["do"], cfg, "bfloat16",
                                       accuracy.ABLATIONS)
     ref = attention_reference(q, k, v, do, 0.125, True)

@@ -45,7 +45,8 @@ def test_quant_dequant_is_the_dialect_quantizer_tile_by_tile(kind, granularity):
 def test_vectorised_per_block_equals_the_reference_emulation(n, sigma, dtype):
     spec = accuracy.Inputs(n=n, d=128, heads=2, sigma=sigma, dtype=dtype)
     x = accuracy.make_inputs(spec, 0)
-    cfg = SageBwdConfig(sm_scale=128 ** -0.5, block_m=64, block_n=32, out_dtype=dtype)
+    cfg = SageBwdConfig(sm_scale=128 ** -0.5, block_m=64, block_n=32, out_dtype=dtype,
+                        scales="block")
     fwd = emulate_forward(x["q"], x["k"], x["v"], cfg)
     grads = emulate_backward(fwd, x["do"], x["v"], cfg, dtype)
     got = study.emulate(x["q"], x["k"], x["v"], x["do"], study.Scheme("A", 64, 32), dtype,

@@ -48,17 +48,19 @@ def _inputs(case: tuple, seed: int = 0, key_bias: float = 2.0):
             make((batch, kv_heads, n_kv, d)), make((batch, heads, n, d)))
 
 
-def _config(case: tuple) -> SageBwdConfig:
+def _config(case: tuple, scales: str = "fine") -> SageBwdConfig:
     d, dtype, causal, smooth_k, smooth_q, block_m, block_n = case[5:]
     return SageBwdConfig(sm_scale=d ** -0.5, causal=causal, smooth_k=smooth_k,
-                         smooth_q=smooth_q, block_m=block_m, block_n=block_n, out_dtype=dtype)
+                         smooth_q=smooth_q, block_m=block_m, block_n=block_n, out_dtype=dtype,
+                         scales=scales)
 
 
+@pytest.mark.parametrize("scales", ["fine", "block"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_kernels_match_the_emulation(name):
+def test_kernels_match_the_emulation(name, scales):
     case = CASES[name]
     q, k, v, do = _inputs(case)
-    cfg, dtype = _config(case), case[6]
+    cfg, dtype = _config(case, scales), case[6]
     o, lse, saved = interpreted.forward(q, k, v, cfg, dtype)
     grads = interpreted.backward(saved, do, store_p_ds=True)
     fwd = emulate_forward(q, k, v, cfg)
@@ -79,7 +81,7 @@ def test_prepass_quantization_is_bit_exact():
     case = CASES["causal_smooth_q_gqa_d128"]
     q, k, v, _ = _inputs(case, seed=1)
     cfg = _config(case)
-    _, _, saved = interpreted.forward(q, k, v, cfg, case[6])
+    _, _, saved = interpreted.forward(q, k, v, cfg, case[6])  # fine: per-token Q, K scales
     ref = emulate_forward(q, k, v, cfg).saved
     for name in ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "v_q", "v_scale", "k_mean"):
         got, want = getattr(saved, name), getattr(ref, name)
@@ -90,7 +92,7 @@ def test_tail_rows_do_not_move_the_scales():
     """Smoothed tail rows are 0, not -mean: a block's scale ignores rows past the end."""
     case = (1, 1, 1, 70, 70, 64, "float16", False, True, True, 64, 64)
     q, k, v, _ = _inputs(case, key_bias=8.0)
-    _, _, saved = interpreted.forward(q, k, v, _config(case), "float16")
+    _, _, saved = interpreted.forward(q, k, v, _config(case, "block"), "float16")
     tail_k = k[0, 0, 64:].astype(np.float32) - saved.k_mean[0]
     assert saved.k_scale[0, 1] == np.float32(np.abs(tail_k).max()) / np.float32(127)
 

@@ -57,6 +57,19 @@ class SageBwdConfig:
     block_m: int = 64
     block_n: int = 64
     out_dtype: str = "float16"
+    #: "fine" (default): Q, K per token, P per key column, dO per channel, dS
+    #: per query row for dQ and per key column for dK; "block": one scale per
+    #: tile for every operand, as the papers write it.
+    scales: str = "fine"
+
+    def __post_init__(self) -> None:
+        if self.scales not in ("fine", "block"):
+            raise ValueError(f"scales must be 'fine' or 'block', got {self.scales!r}")
+
+    @property
+    def fine(self) -> bool:
+        """Whether the fine granularities are used."""
+        return self.scales == "fine"
 
     @property
     def qk_scale(self) -> np.float32:
@@ -87,7 +100,8 @@ class QuantizedInputs:
     ``q_q`` encodes ``c * Q`` (Q-smoothed when ``q_mean`` is given, with
     ``q_mean`` in the same scaled units); ``k_q`` encodes ``K - k_mean``.
     Scales are float32, one per block: ``q_scale`` (B, H, ceil(N/block_m)),
-    ``k_scale``/``v_scale`` (B, Hkv, ceil(Nkv/block_n)). ``k_mean`` is
+    ``k_scale``/``v_scale`` (B, Hkv, ceil(Nkv/block_n)); with fine scales
+    ``q_scale`` is (B, H, N) and ``k_scale`` (B, Hkv, Nkv), one per token. ``k_mean`` is
     (B, Hkv, D) float32 (zeros without K-smoothing); ``q_mean`` is
     (B, H, ceil(N/block_m), D) float32 or None.
     """
@@ -161,6 +175,17 @@ def _quantize_block(x32: np.ndarray) -> tuple[np.ndarray, np.float32]:
     return q, scale[0, 0]
 
 
+def _quantize(x32: np.ndarray, granularity: str) -> tuple[np.ndarray, np.ndarray]:
+    """INT8 of a float32 tile with its (keep-dim) scales as float64."""
+    q, scale = quantize(np.ascontiguousarray(x32, np.float32), granularity)
+    return q, scale.astype(np.float64)
+
+
+def _f32_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a * b`` rounded to float32, as the kernels fold a scale into dS."""
+    return (np.asarray(a, np.float32) * np.asarray(b, np.float32)).astype(np.float32)
+
+
 def _valid_mask(rows: np.ndarray, cols: np.ndarray, causal: bool) -> np.ndarray:
     """Which (query row, key column) pairs are visible: key j sees query i iff j <= i."""
     mask = np.ones((rows.size, cols.size), bool)
@@ -190,10 +215,10 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
     nq, nk = num_blocks(n, cfg.block_m), num_blocks(n_kv, cfg.block_n)
     mean = k_mean(k, cfg.block_n) if cfg.smooth_k else np.zeros((batch, kv_heads, d), np.float32)
     q_q = np.zeros(q.shape, np.int8)
-    q_scale = np.zeros((batch, heads, nq), np.float32)
+    q_scale = np.zeros((batch, heads, n if cfg.fine else nq), np.float32)
     q_mean = np.zeros((batch, heads, nq, d), np.float32) if cfg.smooth_q else None
     k_q, v_q = np.zeros(k.shape, np.int8), np.zeros(v.shape, np.int8)
-    k_scale = np.zeros((batch, kv_heads, nk), np.float32)
+    k_scale = np.zeros((batch, kv_heads, n_kv if cfg.fine else nk), np.float32)
     v_scale = np.zeros((batch, kv_heads, nk), np.float32)
     for b in range(batch):
         for h in range(heads):
@@ -204,14 +229,35 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
                     block_mean = (total / np.float32(stop - start)).astype(np.float32)
                     q_mean[b, h, i] = block_mean
                     x = (x - block_mean).astype(np.float32)
-                q_q[b, h, start:stop], q_scale[b, h, i] = _quantize_block(x)
+                if cfg.fine:
+                    q_q[b, h, start:stop], scale = _quantize(x, "per_token")
+                    q_scale[b, h, start:stop] = scale[:, 0]
+                else:
+                    q_q[b, h, start:stop], q_scale[b, h, i] = _quantize_block(x)
         for h in range(kv_heads):
             for j, start, stop in blocks(n_kv, cfg.block_n):
                 ks = (k[b, h, start:stop].astype(np.float32) - mean[b, h]).astype(np.float32)
-                k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)
+                if cfg.fine:
+                    k_q[b, h, start:stop], scale = _quantize(ks, "per_token")
+                    k_scale[b, h, start:stop] = scale[:, 0]
+                else:
+                    k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)
                 v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(
                     v[b, h, start:stop].astype(np.float32))
     return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean)
+
+
+def _qk_scales(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
+               j: int, ks: slice) -> tuple[np.ndarray, np.ndarray]:
+    """The scales of Q^ tile i and K^ tile j as (rows, 1) and (keys, 1) float64
+    columns: one per token (fine) or the block's scale repeated."""
+    rows, keys = qs.stop - qs.start, ks.stop - ks.start
+    fine = saved.q_scale.shape[2] == saved.q_q.shape[2]
+    if fine:
+        return (saved.q_scale[b, h, qs].astype(np.float64)[:, None],
+                saved.k_scale[b, hk, ks].astype(np.float64)[:, None])
+    return (np.full((rows, 1), np.float64(saved.q_scale[b, h, i])),
+            np.full((keys, 1), np.float64(saved.k_scale[b, hk, j])))
 
 
 def _logits(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
@@ -222,9 +268,10 @@ def _logits(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
     kernels compute this term in f32 from the dequantized K tile).
     """
     s = int8_dot(saved.q_q[b, h, qs], saved.k_q[b, hk, ks]).astype(np.float64)
-    s *= np.float64(saved.q_scale[b, h, i]) * np.float64(saved.k_scale[b, hk, j])
+    sq, sk = _qk_scales(saved, b, h, hk, i, qs, j, ks)
+    s *= sq * sk.T
     if saved.q_mean is not None:
-        k_deq = saved.k_q[b, hk, ks].astype(np.float64) * np.float64(saved.k_scale[b, hk, j])
+        k_deq = saved.k_q[b, hk, ks].astype(np.float64) * sk
         s = s + (k_deq @ saved.q_mean[b, h, i].astype(np.float64))[None, :]
     return s
 
@@ -275,10 +322,12 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
     ``do`` and ``v`` are the 16-bit inputs (``dtype`` "float16" or
     "bfloat16"). delta = rowsum(dO o O) from the stored O (f32); dO^ per
     query block. Per (query tile i, key tile j): S recomputed from the saved
-    INT8 tensors, P = exp2(S - L) (0 where masked), P^ per block,
-    dV_j += P^^T dO^_i; dP = dO_i V_j^T in 16-bit inputs (exact products);
-    dS = P o (dP - delta) quantized per block into dS^;
+    INT8 tensors, P = exp2(S - L) (0 where masked), P^ per block (fine: per
+    key column), dV_j += P^^T dO^_i; dP = dO_i V_j^T in 16-bit inputs (exact
+    products); dS = P o (dP - delta) quantized per block into dS^;
     dQ_i += sm_scale * dS^ K^_j; dK_j += ln2 * (dS^^T Q^_i [+ colsum(dS)^T q_mean_i]).
+    Fine scales: dO^ per channel, and dS quantized twice, (dS o s_K^T) per
+    query row for dQ and (dS o s_Q) per key column for dK.
     dK, dV are reduced over the query heads of each kv head.
     """
     saved = fwd.saved
@@ -298,7 +347,8 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
             hk = kv_head(h, heads, kv_heads)
             for i, q0, q1 in blocks(n, cfg.block_m):
                 rows = np.arange(q0, q1)
-                do_q, do_scale = _quantize_block(do[b, h, q0:q1].astype(np.float32))
+                do_q, do_scale = _quantize(do[b, h, q0:q1].astype(np.float32),
+                                           "per_channel" if cfg.fine else "per_block")
                 lse_i = fwd.lse[b, h, q0:q1, None]
                 delta_i = delta[b, h, q0:q1, None]
                 for j, k0, k1 in blocks(n_kv, cfg.block_n):
@@ -307,17 +357,27 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
                         continue  # the kernels skip these tiles (or they add zeros)
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
                     p = np.where(mask, np.exp2(s - lse_i), 0.0)
-                    p_q, p_scale = _quantize_block(p.astype(np.float32))
-                    dv[b, hk, k0:k1] += int8_dot(p_q, do_q, 0, 0) * (
-                        np.float64(p_scale) * np.float64(do_scale))
+                    p_q, p_scale = _quantize(p.astype(np.float32),
+                                             "per_channel" if cfg.fine else "per_block")
+                    # Scales of dV's rows (keys) and columns (channels).
+                    dv[b, hk, k0:k1] += int8_dot(p_q, do_q, 0, 0) * (p_scale.T * do_scale)
                     dp = do64[b, h, q0:q1] @ v64[b, hk, k0:k1].T
                     ds = p * (dp - delta_i)
-                    ds_q, ds_scale = _quantize_block(ds.astype(np.float32))
-                    dq[b, h, q0:q1] += int8_dot(ds_q, saved.k_q[b, hk, k0:k1], 1, 0) * (
-                        np.float64(ds_scale) * np.float64(saved.k_scale[b, hk, j])
-                        * cfg.sm_scale)
-                    dk_tile = int8_dot(ds_q, saved.q_q[b, h, q0:q1], 0, 0) * (
-                        np.float64(ds_scale) * np.float64(saved.q_scale[b, h, i]))
+                    ds32 = ds.astype(np.float32)
+                    sq, sk = _qk_scales(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
+                    if cfg.fine:
+                        # Token scales folded into dS: dQ = (dS o s_K^T) K^, dK = (dS o s_Q)^T Q^.
+                        dsq, s_dsq = _quantize(_f32_product(ds32, sk.T), "per_token")
+                        dq[b, h, q0:q1] += int8_dot(dsq, saved.k_q[b, hk, k0:k1], 1, 0) * (
+                            s_dsq * cfg.sm_scale)
+                        dsk, s_dsk = _quantize(_f32_product(ds32, sq), "per_channel")
+                        dk_tile = int8_dot(dsk, saved.q_q[b, h, q0:q1], 0, 0) * s_dsk.T
+                    else:
+                        ds_q, ds_scale = _quantize(ds32, "per_block")
+                        dq[b, h, q0:q1] += int8_dot(ds_q, saved.k_q[b, hk, k0:k1], 1, 0) * (
+                            ds_scale * sk[0, 0] * cfg.sm_scale)
+                        dk_tile = int8_dot(ds_q, saved.q_q[b, h, q0:q1], 0, 0) * (
+                            ds_scale * sq[0, 0])
                     if saved.q_mean is not None:
                         dk_tile = dk_tile + np.outer(ds.sum(axis=0),
                                                      saved.q_mean[b, h, i].astype(np.float64))

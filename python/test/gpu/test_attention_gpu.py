@@ -71,6 +71,7 @@ class Case:
     layout: str = "bhsd"
     strided: bool = False
     store_p_ds: bool = False
+    scales: str = "fine"
 
     @property
     def sm_scale(self) -> float:
@@ -90,6 +91,11 @@ CASES = {
     "f16_d64_strided_views": Case(2, 4, 2, 100, 130, 64, "float16", strided=True),
     "bf16_d128_causal_smooth_q_p_ds": Case(1, 2, 1, 100, 100, 128, "bfloat16", causal=True,
                                            smooth_q=True, store_p_ds=True),
+    # The papers' one-scale-per-tile granularity (scales="block").
+    "block_bf16_d128_causal_gqa_p_ds": Case(2, 4, 2, 257, 257, 128, "bfloat16", causal=True,
+                                            store_p_ds=True, scales="block"),
+    "block_f16_d64_smooth_q_tails": Case(2, 4, 2, 100, 160, 64, "float16", smooth_q=True,
+                                         scales="block"),
 }
 
 
@@ -157,15 +163,17 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
     """The kernels' pre-pass results in the emulation's shapes."""
     s, tiles = saved.plan.shape, saved.plan.tiles
     nq, nk = cdiv(s.n, tiles.block_m), cdiv(s.n_kv, tiles.block_n)
+    # Fine scales: one per token for Q and K (V stays per block).
+    q_scales, k_scales = (s.n, s.n_kv) if saved.plan.fine else (nq, nk)
 
     def arr(x, *shape):
         return x.reshape(shape).cpu().numpy()
     return QuantizedInputs(
         q_q=arr(saved.q_q, s.batch, s.heads, s.n, s.d),
-        q_scale=arr(saved.q_scale, s.batch, s.heads, nq),
+        q_scale=arr(saved.q_scale, s.batch, s.heads, q_scales),
         q_mean=arr(saved.q_mean, s.batch, s.heads, nq, s.d) if saved.plan.smooth_q else None,
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
-        k_scale=arr(saved.k_scale, s.batch, s.kv_heads, nk),
+        k_scale=arr(saved.k_scale, s.batch, s.kv_heads, k_scales),
         v_q=arr(saved.v_q, s.batch, s.kv_heads, s.n_kv, s.d),
         v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk),
         k_mean=arr(saved.k_mean, s.batch, s.kv_heads, s.d))
@@ -175,7 +183,7 @@ def _config(case: Case, saved: torch_ops.Saved) -> SageBwdConfig:
     tiles = saved.plan.tiles
     return SageBwdConfig(sm_scale=case.sm_scale, causal=case.causal, smooth_k=case.smooth_k,
                          smooth_q=case.smooth_q, block_m=tiles.block_m,
-                         block_n=tiles.block_n, out_dtype=case.dtype)
+                         block_n=tiles.block_n, out_dtype=case.dtype, scales=case.scales)
 
 
 def _prepass_differences(got: QuantizedInputs, want: QuantizedInputs) -> dict[str, str]:
@@ -200,7 +208,7 @@ def test_kernels_match_emulation_and_exact_attention(name, record):
     views = {key: _kernel_view(x, case.layout) for key, x in user.items()}
     o, lse, saved = torch_ops.forward(views["q"], views["k"], views["v"], causal=case.causal,
                                       sm_scale=case.sm_scale, smooth_k=case.smooth_k,
-                                      smooth_q=case.smooth_q)
+                                      smooth_q=case.smooth_q, scales=case.scales)
     dq, dk, dv, extras = torch_ops.backward(views["do"], saved, store_p_ds=case.store_p_ds)
     torch.cuda.synchronize()
     dtype = TORCH_DTYPES[case.dtype]
@@ -250,7 +258,7 @@ def _check_autograd_api(name: str, case: Case, user: dict, o_ops, grads_ops) -> 
     leaves = {key: user[key].detach().requires_grad_() for key in ("q", "k", "v")}
     o = sage.attention(leaves["q"], leaves["k"], leaves["v"], causal=case.causal,
                        sm_scale=case.sm_scale, smooth_k=case.smooth_k, smooth_q=case.smooth_q,
-                       layout=case.layout)
+                       layout=case.layout, scales=case.scales)
     assert o.shape == user["q"].shape and o.dtype == user["q"].dtype, \
         f"{name}: sage.attention returned {tuple(o.shape)} {o.dtype} for q {tuple(user['q'].shape)}"
     assert o.is_contiguous(), f"{name}: O should be contiguous in layout {case.layout}"
@@ -297,7 +305,8 @@ def test_backward_is_the_derivative_of_attention(name, record):
     logical = _logical_inputs(case, seed=1)
     leaves = {key: logical[key].cuda().requires_grad_() for key in ("q", "k", "v")}
     o = sage.attention(leaves["q"], leaves["k"], leaves["v"], causal=case.causal,
-                       sm_scale=case.sm_scale, smooth_k=case.smooth_k, smooth_q=case.smooth_q)
+                       sm_scale=case.sm_scale, smooth_k=case.smooth_k, smooth_q=case.smooth_q,
+                       scales=case.scales)
     o.backward(logical["do"].cuda())
     arrays = {key: _f64(_emulation_array(logical[key])) for key in ("q", "k", "v", "do")}
     w = arrays.pop("do")
@@ -368,6 +377,8 @@ REJECTED = {
                      r"argument sm_scale"),
     "causal_not_bool": ((_z, Q), (_z, KV), (_z, KV), {"causal": "yes"},
                         r"argument causal: must be a bool"),
+    "bad_scales": ((_z, Q), (_z, KV), (_z, KV), {"scales": "per_thread"},
+                   r"argument scales: must be one of \['fine', 'block'\]"),
 }
 
 

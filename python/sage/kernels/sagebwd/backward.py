@@ -19,15 +19,24 @@ and dS = P o (dP - delta) is dLoss/dz. Then
   dS^T (s_Q Q^) = ln 2 * dS^T (s_Q Q^): applied once at the end. With
   Q-smoothing, Q = Q_s + 1 q_mean / c, which adds ln 2 colsum(dS)^T q_mean
   (the dK bias term of spec 3.2, from the f32 dS).
+
+With FINE_SCALES (``scales="fine"``, sage's default; docs/sagebwd.md) Q^ and
+K^ carry one scale per token, P^ one per key column, dO^ one per channel and
+dS^ one per query row for dQ and one per key column for dK. Every scale is
+still constant along its product's contraction. The per-token Q and K scales
+vary along the token axes that dK = dS^T Q and dQ = dS K contract, so they
+are multiplied into the f32 dS before it is quantized: dQ uses (dS o s_K^T)
+K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS tile.
 """
 
 from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
-                                         load_block_scale, load_row_stat, load_rows,
-                                         load_strided_rows, load_vector, row_to_column,
-                                         slice_of, smoothing_bias, store_rows, visible)
+                                         load_block_scale, load_col_stat, load_row_stat,
+                                         load_rows, load_scale, load_strided_rows,
+                                         load_vector, row_to_column, slice_of,
+                                         smoothing_bias, store_rows, visible)
 
 LN2 = 0.6931471805599453
 
@@ -37,7 +46,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
                      stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                      CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
-                     STORE_P_DS: sl.constexpr):
+                     STORE_P_DS: sl.constexpr, FINE_SCALES: sl.constexpr = False):
     """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
 
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
@@ -57,7 +66,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
     do_base = head_base(do, batch, head, stride_dob, stride_doh)
     col = block * BLOCK_N
     nq_blocks = cdiv(N, BLOCK_M)
-    sk = load_block_scale(k_scale, kv, block, cdiv(N_KV, BLOCK_N))
+    sk = load_scale(k_scale, kv, block, col, N_KV, BLOCK_N, FINE_SCALES)
     dk_acc = sl.zeros((BLOCK_N, D), sl.float32)
     dv_acc = sl.zeros((BLOCK_N, D), sl.float32)
     start = 0
@@ -69,32 +78,50 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
     # load that only feeds a matmul is copied straight to shared memory.
     for row in sl.range(start, N, BLOCK_M):
         qblock = row // BLOCK_M
-        sq = load_block_scale(q_scale, bh, qblock, nq_blocks)
+        sq = load_scale(q_scale, bh, qblock, row, N, BLOCK_M, FINE_SCALES)
         s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
                        load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk, contract=(1, 1))
         if SMOOTH_Q:
             qbar = load_vector(q_mean, bh * nq_blocks + qblock, D)
-            s = s + smoothing_bias(qbar, load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk)
+            s = s + smoothing_bias(qbar, load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk,
+                                   FINE_SCALES)
         mask = visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL)
         p = sl.where(mask, sl.exp2(s - load_row_stat(lse, bh, row, N, BLOCK_M)), 0.0)
-        p_q, sp = sl.quantize(p, sl.int8_per_block)
-        # dV_j += P^T dO_i (INT8, P and dO per block).
-        dv_acc = sl.qmatmul(p_q, sp, load_rows(do_q, bh, row, N, BLOCK_M, D),
-                            load_block_scale(do_scale, bh, qblock, nq_blocks),
+        # dV_j += P^T dO_i (INT8; P and dO per block, or per key column and
+        # per channel: the outer axes of dV).
+        if FINE_SCALES:
+            p_q, sp = sl.quantize(p, sl.int8_per_channel)
+            sdo = load_vector(do_scale, bh * nq_blocks + qblock, D)
+        else:
+            p_q, sp = sl.quantize(p, sl.int8_per_block)
+            sdo = load_block_scale(do_scale, bh, qblock, nq_blocks)
+        dv_acc = sl.qmatmul(p_q, sp, load_rows(do_q, bh, row, N, BLOCK_M, D), sdo,
                             contract=(0, 0), acc=dv_acc)
         # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
         dp = sl.matmul(load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D),
                        load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D),
                        contract=(1, 1))
         ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
-        ds_q, sds = sl.quantize(ds, sl.int8_per_block)
         # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
-        dk_acc = sl.qmatmul(ds_q, sds, load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
-                            contract=(0, 0), acc=dk_acc)
+        if FINE_SCALES:
+            one = sl.full((1, 1), 1.0, sl.float32)
+            dsk_q, sdsk = sl.quantize(ds * sq, sl.int8_per_channel)
+            dk_acc = sl.qmatmul(dsk_q, sdsk, load_rows(q_q, bh, row, N, BLOCK_M, D), one,
+                                contract=(0, 0), acc=dk_acc)
+            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scale, kv, col, N_KV, BLOCK_N),
+                                      sl.int8_per_token)
+            dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale,
+                                 load_rows(k_q, kv, col, N_KV, BLOCK_N, D), one,
+                                 contract=(1, 0))
+        else:
+            ds_q, sds = sl.quantize(ds, sl.int8_per_block)
+            dk_acc = sl.qmatmul(ds_q, sds, load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
+                                contract=(0, 0), acc=dk_acc)
+            dq_part = sl.qmatmul(ds_q, sds * sm_scale,
+                                 load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk,
+                                 contract=(1, 0))
         if SMOOTH_Q:
             dk_acc = dk_acc + row_to_column(sl.sum(ds, axis=0)) * qbar
-        dq_part = sl.qmatmul(ds_q, sds * sm_scale, load_rows(k_q, kv, col, N_KV, BLOCK_N, D),
-                             sk, contract=(1, 0))
         store_rows(dq, dq_part, bh, row, N, D, atomic_add=True)
         if STORE_P_DS:
             for out, value in ((p_out, p), (ds_out, ds)):

@@ -103,15 +103,36 @@ def store_vector(ptr, value, index, D: int) -> None:
     sl.store(slice_of(ptr, index, 1, D), value, (0, 0), (0, 1), (1, D))
 
 
-def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int) -> None:
-    """The pre-passes' quantize step: per-block INT8 of tile ``x``, stored with its scale.
+def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
+                      PER_TOKEN: bool = False) -> None:
+    """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
-    Rows of ``x`` past ``rows`` must already be 0 (they are not stored, but
-    they take part in the absmax).
+    Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
+    PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
+    :func:`load_scale`). Rows of ``x`` past ``rows`` must already be 0 (they
+    are not stored, but they take part in a block's absmax).
     """
-    x_q, scale = sl.quantize(x, sl.int8_per_block)
+    if PER_TOKEN:
+        x_q, scale = sl.quantize(x, sl.int8_per_token)
+        store_row_stat(scale_ptr, scale, bh, row, rows)
+    else:
+        x_q, scale = sl.quantize(x, sl.int8_per_block)
+        store_block_scale(scale_ptr, scale, bh, block, nblocks)
     store_rows(q_ptr, x_q, bh, row, rows, D)
-    store_block_scale(scale_ptr, scale, bh, block, nblocks)
+
+
+def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool):
+    """The scales of the tile :func:`quantize_block_to` wrote at ``row``: a
+    ``BLOCK x 1`` column with PER_TOKEN, else the block's ``1 x 1``."""
+    if PER_TOKEN:
+        return load_row_stat(ptr, bh, row, rows, BLOCK)
+    return load_block_scale(ptr, bh, block, cdiv(rows, BLOCK))
+
+
+def load_col_stat(ptr, bh, col, cols, BLOCK: int):
+    """Entries ``col .. col + BLOCK`` of slice ``bh`` of an (X, cols) f32 array as
+    a ``1 x BLOCK`` row (a per-token statistic laid along the key axis)."""
+    return sl.load(slice_of(ptr, bh, cols, 1), (1, BLOCK), (0, col), (0, 1), (1, cols))
 
 
 def row_ids(row, BLOCK: int):
@@ -152,13 +173,13 @@ def row_to_column(x):
     return sl.sum(sl.where(_diagonal(n), sl.broadcast(x, (n, n)), 0.0), axis=1)
 
 
-def smoothing_bias(q_mean, k_q, k_scale):
+def smoothing_bias(q_mean, k_q, k_scale, PER_TOKEN: bool = False):
     """The Q-smoothing term ``q_mean . (s_K K^_j)^T`` as a ``1 x BLOCK_N`` row, in f32.
 
     It is added to every row of S (spec 3.2: a per-column bias, not
     softmax-invariant). Computed from the dequantized K tile already in
     registers, as a column (a row-wise reduction), then turned into a row.
     """
-    k_deq = sl.dequantize(k_q, k_scale, sl.int8_per_block)
+    k_deq = sl.dequantize(k_q, k_scale, sl.int8_per_token if PER_TOKEN else sl.int8_per_block)
     column = sl.sum(k_deq * q_mean, axis=1)
     return column_to_row(column)

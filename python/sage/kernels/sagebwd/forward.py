@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
-                                         load_block_scale, load_rows, load_vector,
+                                         load_block_scale, load_rows, load_scale, load_vector,
                                          smoothing_bias, store_row_stat, store_strided_rows,
                                          visible)
 
@@ -17,13 +17,13 @@ from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of
 def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
                     N, N_KV, H, H_KV, stride_ob, stride_oh, stride_on, D: sl.constexpr,
                     BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
-                    SMOOTH_Q: sl.constexpr):
+                    SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False):
     """O and LSE of one query block.
 
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
     means); k_q, v_q (B*Hkv, Nkv, D) i8 (K smoothed); *_scale: one f32 per
-    block. o (B, H, N, D) with strides ``stride_o*``: f16, bf16 or f32 (the
+    block (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with strides ``stride_o*``: f16, bf16 or f32 (the
     element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N == Nkv) stops at the diagonal block.
@@ -35,7 +35,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
     row = block * BLOCK_M
     nkv_blocks = cdiv(N_KV, BLOCK_N)
     qt = load_rows(q_q, bh, row, N, BLOCK_M, D)
-    sq = load_block_scale(q_scale, bh, block, cdiv(N, BLOCK_M))
+    sq = load_scale(q_scale, bh, block, row, N, BLOCK_M, FINE_SCALES)
     if SMOOTH_Q:
         qbar = load_vector(q_mean, bh * cdiv(N, BLOCK_M) + block, D)
     m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
@@ -47,10 +47,10 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
     for col in sl.range(0, stop, BLOCK_N):
         kblock = col // BLOCK_N
         kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
-        sk = load_block_scale(k_scale, kv, kblock, nkv_blocks)
+        sk = load_scale(k_scale, kv, kblock, col, N_KV, BLOCK_N, FINE_SCALES)
         s = sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
         if SMOOTH_Q:
-            s = s + smoothing_bias(qbar, kt, sk)
+            s = s + smoothing_bias(qbar, kt, sk, FINE_SCALES)
         s = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), s, float("-inf"))
         p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
         # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).

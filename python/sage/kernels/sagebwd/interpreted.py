@@ -64,7 +64,8 @@ def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConf
     for name in sequence:
         sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
                      constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
-                                smooth_q=cfg.smooth_q, store_p_ds=store_p_ds))
+                                smooth_q=cfg.smooth_q, store_p_ds=store_p_ds,
+                                fine_scales=cfg.fine))
 
 
 @dataclass
@@ -107,7 +108,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),
                "v": token_tensor(v, dtype, layout),
                "o": token_tensor(np.zeros(q.shape), cfg.out_dtype, layout)}
-    buffers = _allocate(forward_buffers(shape, tiles, cfg.smooth_q))
+    buffers = _allocate(forward_buffers(shape, tiles, cfg.smooth_q, cfg.fine))
     values = dict(buffers, **scalar_args(shape, cfg.sm_scale))
     for name, tensor in tensors.items():
         values[name] = tensor.buffer
@@ -136,7 +137,7 @@ class InterpretedGradients:
 def backward(saved: Saved, do: np.ndarray, store_p_ds: bool = False) -> InterpretedGradients:
     """Backward pre-pass and backward kernels for upstream gradient ``do`` (B, H, N, D)."""
     shape, tiles, cfg = saved.shape, saved.tiles, saved.cfg
-    buffers = _allocate(backward_buffers(shape, tiles, store_p_ds))
+    buffers = _allocate(backward_buffers(shape, tiles, store_p_ds, cfg.fine))
     do_tensor = token_tensor(do, saved.dtype, saved.layout)
     values = dict(buffers, **scalar_args(shape, cfg.sm_scale), do=do_tensor.buffer,
                   v=saved.v.buffer, o=saved.o.buffer,

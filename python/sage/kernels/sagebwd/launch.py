@@ -85,24 +85,33 @@ KERNELS = {f.__name__: f for f in (k_mean_kernel, quantize_q_kernel, quantize_kv
 
 
 # The constexprs each kernel reads (for enumerating its variants).
-FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q",),
-         "quantize_kv_kernel": ("smooth_k",), "sagebwd_forward": ("causal", "smooth_q"),
-         "sagebwd_backward_prepass": (), "sagebwd_backward": ("causal", "smooth_q")}
+FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
+         "quantize_kv_kernel": ("smooth_k", "fine_scales"),
+         "sagebwd_forward": ("causal", "smooth_q", "fine_scales"),
+         "sagebwd_backward_prepass": ("fine_scales",),
+         "sagebwd_backward": ("causal", "smooth_q", "fine_scales")}
+
+# The quantization granularities (``scales=``) are sage.attention_checks.SCALES:
+# "block" is the papers' one scale per tile for every operand; "fine" (sage's
+# default) scales Q and K per token, P per key column, dO per channel and dS
+# per query row (dQ) and per key column (dK). docs/sagebwd.md says why.
 
 
 def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
                smooth_k: bool = True, smooth_q: bool = False,
-               store_p_ds: bool = False) -> dict[str, object]:
+               store_p_ds: bool = False, fine_scales: bool = False) -> dict[str, object]:
     """The constexpr arguments of kernel ``name``."""
-    d, bm, bn = shape.d, tiles.block_m, tiles.block_n
+    d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     return {
         "k_mean_kernel": dict(D=d, BLOCK_N=bn),
-        "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q),
-        "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k),
-        "sagebwd_forward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, SMOOTH_Q=smooth_q),
-        "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm),
+        "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q, FINE_SCALES=fine),
+        "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
+        "sagebwd_forward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, SMOOTH_Q=smooth_q,
+                                FINE_SCALES=fine),
+        "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
-                                 SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds),
+                                 SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds,
+                                 FINE_SCALES=fine),
     }[name]
 
 
@@ -179,29 +188,33 @@ class BufferSpec:
 UNUSED = BufferSpec((1,), "float32")
 
 
-def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool) -> dict[str, BufferSpec]:
+def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
+                    fine_scales: bool = False) -> dict[str, BufferSpec]:
     """What the pre-pass and the forward write (O aside: its dtype and layout
-    are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k)."""
+    are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k).
+    With ``fine_scales`` Q and K have one scale per token."""
     b, d = shape.batch, shape.d
     bh, bhkv = b * shape.heads, b * shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
     return {
         "q_q": BufferSpec((bh, shape.n, d), "int8"),
-        "q_scale": BufferSpec((bh, nq), "float32"),
+        "q_scale": BufferSpec((bh, shape.n if fine_scales else nq), "float32"),
         "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
         "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
-        "k_scale": BufferSpec((bhkv, nk), "float32"),
+        "k_scale": BufferSpec((bhkv, shape.n_kv if fine_scales else nk), "float32"),
         "v_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
         "v_scale": BufferSpec((bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 
 
-def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool) -> dict[str, BufferSpec]:
+def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
+                     fine_scales: bool = False) -> dict[str, BufferSpec]:
     """What the backward pre-pass and the backward write: dq (B, H, N, D) and
     dk, dv (B, Hkv, Nkv, D) f32 are atomic-add targets (zeroed); p_out and
-    ds_out (B, H, N, Nkv) only with ``store_p_ds``."""
+    ds_out (B, H, N, Nkv) only with ``store_p_ds``; dO's scales are one per
+    block, or one per channel of each block with ``fine_scales``."""
     b, d = shape.batch, shape.d
     nq = cdiv(shape.n, tiles.block_m)
     kv = (b, shape.kv_heads, shape.n_kv, d)
@@ -212,7 +225,8 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool) -> dict[str, 
     return {
         "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
         "do_q": BufferSpec((b * shape.heads, shape.n, d), "int8"),
-        "do_scale": BufferSpec((b * shape.heads, nq), "float32"),
+        "do_scale": BufferSpec((b * shape.heads, nq, d) if fine_scales
+                               else (b * shape.heads, nq), "float32"),
         "dq": BufferSpec((b, shape.heads, shape.n, d), "float32", zeroed=True),
         "dk": BufferSpec(kv, "float32", zeroed=True),
         "dv": BufferSpec(kv, "float32", zeroed=True),

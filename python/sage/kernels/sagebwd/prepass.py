@@ -32,12 +32,11 @@ def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
 
 def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
                       stride_qn, D: sl.constexpr, BLOCK_M: sl.constexpr,
-                      SMOOTH_Q: sl.constexpr):
+                      SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False):
     """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
 
     q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
-    q_scale: (B*H, ceil(N/BLOCK_M))
-    f32; q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
+    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N) per token with FINE_SCALES; q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
     backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), B*H).
@@ -54,18 +53,19 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
         mean = sl.sum(x, axis=0) / count
         x = sl.where(row_ids(row, BLOCK_M) < N, x - mean, 0.0)
         store_vector(q_mean, mean, bh * nblocks + block, D)
-    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D)
+    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D, FINE_SCALES)
 
 
 def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, stride_kb,
                        stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
-                       D: sl.constexpr, BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr):
+                       D: sl.constexpr, BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr,
+                       FINE_SCALES: sl.constexpr = False):
     """One BLOCK_N-row block of K (minus its mean when SMOOTH_K) and of V to INT8.
 
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
     k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q, v_q: (B*Hkv, Nkv, D) i8;
-    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N))
-    f32. Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
+    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; k_scale is (B*Hkv, Nkv),
+    per token, with FINE_SCALES (V stays per block: it is contracted over keys). Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
@@ -77,7 +77,7 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, str
     if SMOOTH_K:
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
-    quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D)
+    quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     vt = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D)
     quantize_block_to(vt, v_q, v_scale, bh, block, row, N_KV, nblocks, D)

@@ -49,6 +49,12 @@ class Plan:
     smooth_k: bool
     smooth_q: bool
     dtype: torch.dtype
+    scales: str = "fine"
+
+    @property
+    def fine(self) -> bool:
+        """Whether the fine quantization granularities are used."""
+        return self.scales == "fine"
 
 
 #: Saved tensors the backward does not read (the INT8 V and its scales).
@@ -124,7 +130,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
         JIT_KERNELS[name][all_grids[name]](
             *runtime_args(name, values), num_warps=plan.tiles.num_warps,
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
-                         smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
+                         smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
                          store_p_ds=store_p_ds))
 
 
@@ -134,8 +140,8 @@ def _info(x: torch.Tensor) -> TensorInfo:
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
             sm_scale: float | None = None, smooth_k: bool = True, smooth_q: bool = False,
-            out: torch.Tensor | None = None, tiles: Tiles | None = None
-            ) -> tuple[torch.Tensor, torch.Tensor, Saved]:
+            out: torch.Tensor | None = None, tiles: Tiles | None = None,
+            scales: str = "fine") -> tuple[torch.Tensor, torch.Tensor, Saved]:
     """The SageBwd forward: pre-pass (K mean, smoothing, per-block INT8 of c*Q,
     K, V) and the INT8 attention kernel.
 
@@ -145,6 +151,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
         out: a (B, H, N, D) tensor of q's dtype (any strides, unit last
             stride) to write O into; default a new contiguous tensor.
         tiles: block sizes and warps (default :func:`launch.default_tiles`).
+        scales: quantization granularity, "fine" or "block" (docs/sagebwd.md).
 
     Returns:
         O (B, H, N, D) in q's dtype; LSE (B, H, N) f32 in log2 units of the
@@ -155,16 +162,16 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
     """
     problem = check_attention_args(_info(q), _info(k), _info(v), causal=causal,
                                    sm_scale=sm_scale, smooth_k=smooth_k, smooth_q=smooth_q,
-                                   layout="bhsd")
+                                   layout="bhsd", scales=scales)
     q, k, v = (unit_last_stride(x) for x in (q, k, v))
     shape = problem.shape
     plan = Plan(shape, tiles or default_tiles(shape.d), causal, problem.sm_scale, smooth_k,
-                smooth_q, q.dtype)
+                smooth_q, q.dtype, scales)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
     if tuple(o.shape) != tuple(q.shape) or o.dtype != q.dtype or o.device != q.device:
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device}, "
                          f"got {tuple(o.shape)} {o.dtype} on {o.device}")
-    buffers = _allocate(forward_buffers(shape, plan.tiles, smooth_q), q.device)
+    buffers = _allocate(forward_buffers(shape, plan.tiles, smooth_q, plan.fine), q.device)
     values: dict[str, Any] = dict(buffers, **scalar_args(shape, plan.sm_scale),
                                   q=q, k=k, v=v, o=o)
     for name in ("q", "k", "v", "o"):
@@ -198,7 +205,8 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
         raise ValueError(f"do must have O's shape {tuple(saved.o.shape)}, got "
                          f"{tuple(do.shape)}")
     do = unit_last_stride(do.to(plan.dtype))
-    buffers = _allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds), do.device)
+    buffers = _allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine),
+                        do.device)
     values: dict[str, Any] = dict(buffers, **scalar_args(plan.shape, plan.sm_scale), do=do,
                                   **{name: getattr(saved, name)
                                      for name in Saved.tensor_names()})
