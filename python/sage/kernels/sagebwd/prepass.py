@@ -2,7 +2,8 @@
 
 Spec sections 2, 3.1, 3.2 and 4.1 steps 1-2. Every quantization is
 ``sl.int8_per_block`` (scale absmax / 127, round to nearest even) over one
-kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V. Rows past the end
+kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V; with FINE_SCALES, Q
+and K are ``sl.int8_per_token`` (docs/sagebwd.md, "Scale granularity"). Rows past the end
 of a sequence are 0 in every quantized tile, so they do not move the absmax.
 """
 
