@@ -234,35 +234,17 @@ What the extra items cost in a kernel (per backward step (i, j) unless said; 64x
 
 # --------------------------------------------------------------------------- quantizer
 
-def quant_dequant(x: np.ndarray, gran: tuple[int, int]) -> np.ndarray:
-    """Symmetric INT8 quantize-dequantize of a 2-D float32 array, one scale per granule.
+def quantize_levels(x: np.ndarray, gran: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric INT8 quantization of a 2-D float32 array, one scale per granule:
+    the INT8 levels and the float32 scale of each element (both as float64
+    arrays of ``x``'s shape); ``levels * scale`` is the dequantized value.
 
     Granules are ``gran = (rows, cols)`` blocks counted from (0, 0) (tails are
     smaller). Per granule, in float32 exactly as :func:`sage.reference.quantize`
     (``"rne"``): scale = absmax / 127, inv = 1 / scale (0 if scale is 0),
-    q = clip(rint(x * inv), -127, 127). Returns ``q * scale`` in float64.
+    q = clip(rint(x * inv), -127, 127); an inv of inf (subnormal scale) gives
+    inf or NaN levels, and NaN converts to 0, as the quantizer does.
     """
-    x32 = np.asarray(x, np.float32)
-    r, c = x32.shape
-    gr, gc = min(gran[0], r), min(gran[1], c)
-    padded = np.pad(x32, ((0, -r % gr), (0, -c % gc))) if r % gr or c % gc else x32
-    tiles = padded.reshape(padded.shape[0] // gr, gr, padded.shape[1] // gc, gc)
-    scale = np.abs(tiles).max(axis=(1, 3), keepdims=True) / np.float32(INT8_MAX)
-    with np.errstate(over="ignore", invalid="ignore"):
-        inv = np.divide(np.float32(1), scale, out=np.zeros_like(scale), where=scale != 0)
-        levels = np.rint(tiles * inv)  # an inv of inf (subnormal scale) gives inf or nan
-    np.nan_to_num(levels, copy=False, nan=0.0)  # NaN converts to 0, as the quantizer
-    np.clip(levels, -INT8_MAX, INT8_MAX, out=levels)
-    out = levels.astype(np.float64)
-    out *= scale.astype(np.float64)
-    out = out.reshape(padded.shape)
-    return out[:r, :c] if out.shape != (r, c) else out
-
-
-def quantize_levels(x: np.ndarray, gran: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`quant_dequant` split into the INT8 levels and the float32 scale of each
-    element (both as float64 arrays of ``x``'s shape): ``levels * scale`` is the
-    dequantized value."""
     x32 = np.asarray(x, np.float32)
     r, c = x32.shape
     gr, gc = min(gran[0], r), min(gran[1], c)
@@ -276,6 +258,12 @@ def quantize_levels(x: np.ndarray, gran: tuple[int, int]) -> tuple[np.ndarray, n
     np.clip(levels, -INT8_MAX, INT8_MAX, out=levels)
     full = np.broadcast_to(scale, tiles.shape).reshape(padded.shape)[:r, :c]
     return levels.reshape(padded.shape)[:r, :c].astype(np.float64), full.astype(np.float64)
+
+
+def quant_dequant(x: np.ndarray, gran: tuple[int, int]) -> np.ndarray:
+    """Quantize-dequantize (:func:`quantize_levels`), in float64."""
+    levels, scale = quantize_levels(x, gran)
+    return levels * scale
 
 
 def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
