@@ -37,7 +37,8 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
     """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
 
     q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
-    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N) per token with FINE_SCALES; q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
+    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N) per token with FINE_SCALES;
+    q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
     backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), B*H).
@@ -66,7 +67,8 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, str
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
     k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q, v_q: (B*Hkv, Nkv, D) i8;
     k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; k_scale is (B*Hkv, Nkv),
-    per token, with FINE_SCALES (V stays per block: it is contracted over keys). Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
+    per token, with FINE_SCALES (V stays per block: it is contracted over keys).
+    Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
