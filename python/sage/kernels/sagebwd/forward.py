@@ -23,8 +23,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
     means); k_q, v_q (B*Hkv, Nkv, D) i8 (K smoothed); *_scale: one f32 per
-    block (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with strides ``stride_o*``: f16, bf16 or f32 (the
-    element type of the pointer);
+    block (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with
+    strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N == Nkv) stops at the diagonal block.
     """
