@@ -20,15 +20,11 @@ from sage.kernels.sagebwd.launch import (FLAGS, KERNELS, Shape, arg_specs, const
 PTXAS = os.environ.get("SAGE_PTXAS") or shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 # Known spills (reported to the compiler owner), by (kernel, D): which flag
 # combinations spill. The Q-smoothing backward (its dK bias term adds a
-# BLOCK_N x BLOCK_N transpose) spills 8 bytes at D=128 and, with fine scales
-# (a second dS tile), 24 bytes at D=64. At D=64 ptxas stops at 64 registers in
-# two small pre-passes and spills 56-64 bytes: the Q pre-pass with smooth_q
-# and the backward pre-pass with fine scales (per-channel dO scales).
+# BLOCK_N x BLOCK_N transpose) uses all 255 registers and spills 8 bytes at
+# D=128 and, with fine scales (a second dS tile), 24 bytes at D=64.
 KNOWN_SPILLS = {
     ("sagebwd_backward", 128): lambda flags: flags["smooth_q"],
     ("sagebwd_backward", 64): lambda flags: flags["smooth_q"] and flags["fine_scales"],
-    ("quantize_q_kernel", 64): lambda flags: flags["smooth_q"],
-    ("sagebwd_backward_prepass", 64): lambda flags: flags["fine_scales"],
 }
 
 

@@ -25,6 +25,11 @@ struct FinalizeKernelsPass
                     b.getUnitAttr());
       func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                     b.getDenseI32ArrayAttr({warps * 32, 1, 1}));
+      // With only a thread cap, ptxas aims at several resident programs per
+      // SM and may cap registers (64 at 256 threads) and spill; one program
+      // per SM as the floor lets it use the registers the kernel needs.
+      func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(1));
     });
   }
 };

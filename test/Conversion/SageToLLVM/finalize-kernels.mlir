@@ -2,7 +2,7 @@
 // RUN: sage-opt %s --sage-finalize-kernels | FileCheck %s
 
 module attributes {sage.num_warps = 8 : i32} {
-  // CHECK: llvm.func @k() attributes {nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>, sage.kernel, sage.shared_memory = 64 : i64}
+  // CHECK: llvm.func @k() attributes {nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 1 : i32, sage.kernel, sage.shared_memory = 64 : i64}
   llvm.func @k() attributes {sage.kernel, sage.shared_memory = 64 : i64} {
     llvm.return
   }
