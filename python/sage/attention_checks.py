@@ -14,6 +14,7 @@ import numbers
 from dataclasses import dataclass
 
 from sage.kernels.sagebwd.launch import Shape
+from sage.reference.sagebwd import SCALES
 
 SUPPORTED_DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
@@ -64,10 +65,6 @@ def check_layout(layout: object) -> str:
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise _fail("layout", f"must be one of {sorted(LAYOUTS)} ({LAYOUTS}), got {layout!r}")
     return layout
-
-
-#: ``scales=``: the quantization granularities (docs/sagebwd.md).
-SCALES = ("fine", "block")
 
 
 def check_scales(scales: object) -> str:

@@ -42,6 +42,11 @@ LN2 = 0.6931471805599453
 DTYPES = ("float16", "bfloat16", "float32")
 
 
+#: The INT8 scale granularities (``scales=``): "fine" and "block" (see
+#: :class:`SageBwdConfig` and docs/sagebwd.md). The one list the API checks.
+SCALES = ("fine", "block")
+
+
 @dataclass(frozen=True)
 class SageBwdConfig:
     """The settings of one SageBwd call, as the kernels are specialised.
@@ -63,8 +68,8 @@ class SageBwdConfig:
     scales: str = "fine"
 
     def __post_init__(self) -> None:
-        if self.scales not in ("fine", "block"):
-            raise ValueError(f"scales must be 'fine' or 'block', got {self.scales!r}")
+        if self.scales not in SCALES:
+            raise ValueError(f"scales must be one of {list(SCALES)}, got {self.scales!r}")
 
     @property
     def fine(self) -> bool:

@@ -91,7 +91,7 @@ FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
          "sagebwd_backward_prepass": ("fine_scales",),
          "sagebwd_backward": ("causal", "smooth_q", "fine_scales")}
 
-# The quantization granularities (``scales=``) are sage.attention_checks.SCALES:
+# The quantization granularities (``scales=``) are sage.reference.sagebwd.SCALES:
 # "block" is the papers' one scale per tile for every operand; "fine" (sage's
 # default) scales Q and K per token, P per key column, dO per channel and dS
 # per query row (dQ) and per key column (dK). docs/sagebwd.md says why.
