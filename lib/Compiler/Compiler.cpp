@@ -149,6 +149,7 @@ CompileResult compile(const std::string &source,
     mlir::sage::TargetPipelineOptions pipeline;
     pipeline.arch = options.arch;
     pipeline.numWarps = options.numWarps;
+    pipeline.ptxVersion = static_cast<int>(options.ptxVersion);
     mlir::sage::buildSageToNVVMPipeline(pm, pipeline);
     // The IR after each pass goes to a string, written to irDumpPath (if
     // any) after the run, failed or not.

@@ -34,7 +34,9 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
                                          const TargetPipelineOptions &options) {
   buildPreparePipeline(pm, options);
   pm.addPass(createSageSelectMma());
-  pm.addPass(createSageSelectCopies());
+  SageSelectCopiesOptions copies;
+  copies.ptxVersion = options.ptxVersion;
+  pm.addPass(createSageSelectCopies(copies));
   pm.addPass(createSageAssignLayouts());
   pm.addPass(createConvertSageToLLVM());
   pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm

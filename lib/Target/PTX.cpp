@@ -131,8 +131,12 @@ std::string mlir::sage::describeKernels(ModuleOp module) {
     if (auto bytes = func->getAttrOfType<IntegerAttr>(
             SageDialect::kSharedMemoryAttrName))
       shared = bytes.getInt();
+    int64_t global = 0;
+    if (auto bytes = func->getAttrOfType<IntegerAttr>(
+            SageDialect::kGlobalScratchAttrName))
+      global = bytes.getInt();
     os << "// sage.kernel name=" << func.getName() << " threads=" << threads
-       << " shared_memory=" << shared << "\n";
+       << " shared_memory=" << shared << " global_scratch=" << global << "\n";
   });
   return text;
 }

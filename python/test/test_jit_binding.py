@@ -10,6 +10,7 @@ import pytest
 
 from sage.compiler import CompilationError, CompileOptions, CompilerLibrary
 from sage.compiler.binding import load_binding
+from sage.compiler.library import DEFAULT_PTX_VERSION
 from sage.runtime import parse_kernel_header
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,8 +81,8 @@ def test_simple_c_entry_point_still_works(library):
                                  ctypes.POINTER(ctypes.c_void_p)]
     raw.sage_free.argtypes = [ctypes.c_void_p]
     ptx, error = ctypes.c_void_p(), ctypes.c_void_p()
-    assert raw.sage_compile(EXAMPLE.encode(), b"sm_90a", 4, 80, ctypes.byref(ptx),
-                            ctypes.byref(error)) == 0
+    assert raw.sage_compile(EXAMPLE.encode(), b"sm_90a", 4, DEFAULT_PTX_VERSION,
+                            ctypes.byref(ptx), ctypes.byref(error)) == 0
     assert ctypes.string_at(ptx.value).decode() == library.compile(EXAMPLE)
     raw.sage_free(ptx.value)
 

@@ -24,7 +24,7 @@ static cl::opt<int>
              cl::desc("Warps per program (default: the module's, else 4)"),
              cl::init(0));
 static cl::opt<unsigned>
-    ptxVersion("ptx-version", cl::desc("PTX ISA version x10"), cl::init(80));
+    ptxVersion("ptx-version", cl::desc("PTX ISA version x10"), cl::init(83));
 static cl::opt<bool> noPipeline(
     "no-pipeline",
     cl::desc("The input is already lowered (sage-opt --sage-to-nvvm output)"),

@@ -27,7 +27,7 @@ typedef struct sage_compile_options {
   int abi_version;    /* SAGE_CAPI_ABI_VERSION */
   const char *arch;   /* "": the module's sage.target, else sm_90a */
   int num_warps;      /* 0: the module's sage.num_warps, else 4 */
-  int ptx_version;    /* PTX ISA version x10 (80) */
+  int ptx_version;    /* PTX ISA version x10 (83) */
   int run_pipeline;   /* 0: the input is already lowered */
   int emit_cubin;     /* also run ptxas (SAGE_OUTPUT_CUBIN, _PTXAS_LOG) */
   int capture_passes; /* keep the IR after each pass (SAGE_OUTPUT_PASSES) */
@@ -50,7 +50,7 @@ typedef enum sage_output {
 /* An opaque compilation result; release it with sage_result_free. */
 typedef struct sage_compile_result sage_compile_result;
 
-/* Default options: abi_version set, ptx_version 80, run_pipeline 1, the rest
+/* Default options: abi_version set, ptx_version 83, run_pipeline 1, the rest
  * zero or empty. */
 SAGE_CAPI_EXPORT void sage_compile_options_init(sage_compile_options *options);
 

@@ -24,7 +24,7 @@ struct CompileOptions {
   /// else 4.
   int numWarps = 0;
   /// PTX ISA version times ten.
-  unsigned ptxVersion = 80;
+  unsigned ptxVersion = 83;
   /// false: the input is already lowered (the output of
   /// `sage-opt --sage-to-nvvm`); only translate it.
   bool runPipeline = true;

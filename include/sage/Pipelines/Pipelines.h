@@ -26,6 +26,11 @@ struct TargetPipelineOptions
                        llvm::cl::desc("Warps per program (default: the "
                                       "module's sage.num_warps, else 4)"),
                        llvm::cl::init(0)};
+  Option<int> ptxVersion{
+      *this, "ptx-version",
+      llvm::cl::desc("PTX ISA version x10 the result is translated with; "
+                     "TMA copies need 83 (default 83)"),
+      llvm::cl::init(83)};
 };
 
 /// sage-prepare: attach-target, canonicalize, decompose, canonicalize, cse.

@@ -14,7 +14,7 @@ struct PTXOptions {
   std::string arch = "sm_90a";
   /// PTX ISA version times ten (80 is PTX 8.0). Always explicit: LLVM's
   /// default for sm_90a would abort the process.
-  unsigned ptxVersion = 80;
+  unsigned ptxVersion = 83;
 };
 
 /// Registers the translations from the dialects the lowering ends in

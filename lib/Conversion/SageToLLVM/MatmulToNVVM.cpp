@@ -16,8 +16,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
@@ -34,6 +36,18 @@ namespace {
 constexpr int64_t kRowPadBytes = 16;
 /// Bytes of one 8-row x 16-byte wgmma core matrix.
 constexpr int64_t kCoreMatrixBytes = 128;
+/// Bytes of K in one row of a core matrix (a chunk).
+constexpr int64_t kChunkBytes = 16;
+
+/// How a staged operand is arranged in shared memory.
+enum class OperandLayout {
+  /// K-major rows padded by kRowPadBytes: what fragment loads (mma.sync, A of
+  /// wgmma_reg_a) read without bank conflicts.
+  PaddedRows,
+  /// 16-byte chunks of K, chunk-major: wgmma's unswizzled core matrices, and
+  /// where a TMA box lands.
+  CoreMatrices,
+};
 
 /// Sizes and shared-memory placement of one matmul.
 struct MatmulGeometry {
@@ -43,16 +57,25 @@ struct MatmulGeometry {
   int64_t warps;
   int64_t lhsScaleElems = 0, rhsScaleElems = 0;
   int64_t lhsScaleBase = 0, rhsScaleBase = 0;
+  int64_t barrierBase = 0; // wgmma: the mbarrier TMA copies complete
   int64_t lhsBase, rhsBase, resultBase, pitchC;
   int64_t totalBytes;
 
   int64_t kBytes() const { return k * elemBytes; }
   /// mma.sync: bytes per staged operand row (padded).
   int64_t rowPitch() const { return kBytes() + kRowPadBytes; }
-  /// wgmma: bytes between 8-row groups of core matrices.
-  int64_t groupPitch() const { return kBytes() / 16 * kCoreMatrixBytes; }
-  int64_t operandBytes(int64_t rows) const {
-    return kind == MmaKind::MmaSync ? rows * rowPitch() : rows * kBytes();
+  /// wgmma: bytes between K-adjacent core matrices of an operand of
+  /// `rows` rows (the chunk-major layout keeps a chunk of every row
+  /// together).
+  int64_t chunkPitch(int64_t rows) const { return rows * kChunkBytes; }
+  OperandLayout layoutOf(bool lhs) const {
+    bool rows = kind == MmaKind::MmaSync || (lhs && kind == MmaKind::WgmmaRegA);
+    return rows ? OperandLayout::PaddedRows : OperandLayout::CoreMatrices;
+  }
+  int64_t operandBytes(bool lhs) const {
+    int64_t rows = lhs ? m : n;
+    return layoutOf(lhs) == OperandLayout::PaddedRows ? rows * rowPitch()
+                                                      : rows * kBytes();
   }
 };
 
@@ -60,7 +83,7 @@ static int64_t alignTo16(int64_t v) { return (v + 15) / 16 * 16; }
 
 /// Fails with a diagnostic when the shapes do not fit the chosen instruction.
 static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
-                                             unsigned lhsContract,
+                                             Value rhs, unsigned lhsContract,
                                              Type lhsScale, Type rhsScale,
                                              RankedTensorType result,
                                              std::optional<MmaKind> kind) {
@@ -86,26 +109,37 @@ static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
            << ", N of " << 8 * t.warpsN << " and K of " << mmaK(bits)
            << ", got " << g.m << "x" << g.n << "x" << g.k;
   }
-  if (g.kind == MmaKind::Wgmma && !fitsWgmma(g.m, g.n, g.k, bits, g.warps))
+  if (isWgmma(g.kind) && !fitsWgmma(g.m, g.n, g.k, bits, g.warps))
     return op->emitOpError()
            << "wgmma lowering needs warps in groups of 4, M in 64-row blocks "
               "per warpgroup, a legal N <= 256 and K a multiple of "
            << mmaK(bits) << ", got " << g.m << "x" << g.n << "x" << g.k
            << " with " << g.warps << " warps";
+  for (auto [operand, lhs] : {std::pair<Value, bool>{lhs, true}, {rhs, false}})
+    if (auto load = operand.getDefiningOp<LoadOp>())
+      if (load.getCopy() == CopyKind::Tma &&
+          g.layoutOf(lhs) != OperandLayout::CoreMatrices)
+        return op->emitOpError("copies an operand with TMA, which writes the "
+                               "layout only wgmma's shared-memory operands "
+                               "read");
   if (lhsScale)
     g.lhsScaleElems = cast<RankedTensorType>(lhsScale).getNumElements();
   if (rhsScale)
     g.rhsScaleElems = cast<RankedTensorType>(rhsScale).getNumElements();
   g.rhsScaleBase = g.lhsScaleElems * 4;
-  // wgmma descriptors address 16-byte units; 128 keeps core matrices aligned.
   g.lhsBase = alignTo16((g.lhsScaleElems + g.rhsScaleElems) * 4);
-  if (g.kind == MmaKind::Wgmma)
-    g.lhsBase = (g.lhsBase + 127) / 128 * 128;
-  g.rhsBase = g.lhsBase + g.operandBytes(g.m);
+  if (isWgmma(g.kind)) {
+    // TMA boxes land at 128-byte boundaries, past the mbarrier that
+    // completes them.
+    g.barrierBase = g.lhsBase;
+    g.lhsBase = (g.barrierBase + kMbarrierBytes + 127) / 128 * 128;
+  }
+  g.rhsBase = g.lhsBase + g.operandBytes(/*lhs=*/true);
   g.pitchC = g.n * 4 + kRowPadBytes;
   g.resultBase = g.lhsBase; // operands are dead once the products are done
-  g.totalBytes = g.lhsBase + std::max(g.operandBytes(g.m) + g.operandBytes(g.n),
-                                      g.m * g.pitchC);
+  g.totalBytes =
+      g.lhsBase +
+      std::max(g.operandBytes(true) + g.operandBytes(false), g.m * g.pitchC);
   return g;
 }
 
@@ -118,46 +152,44 @@ static Value byteAddress(ThreadCoords &c, int64_t base, Value row,
   return arith::AddIOp::create(c.b, c.loc, sum, c.constant(base));
 }
 
-/// Byte offset of operand element (row, k) inside its staged operand.
-static Value operandOffset(ThreadCoords &c, const MatmulGeometry &g, Value row,
+/// Byte offset of element (row, k) inside a staged operand of `rows` rows.
+static Value operandOffset(ThreadCoords &c, const MatmulGeometry &g,
+                           OperandLayout layout, int64_t rows, Value row,
                            Value k) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   Value kByte = arith::MulIOp::create(b, loc, k, c.constant(g.elemBytes));
-  if (g.kind == MmaKind::MmaSync)
+  if (layout == OperandLayout::PaddedRows)
     return arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, row, c.constant(g.rowPitch())),
         kByte);
-  // wgmma, no swizzle: 8x16-byte core matrices, K-adjacent ones 128 bytes
-  // apart (the descriptor's leading offset), 8-row groups groupPitch apart
-  // (its stride offset).
-  auto shr = [&](Value v, int64_t s) {
-    return arith::ShRUIOp::create(b, loc, v, c.constant(s));
-  };
-  auto mask = [&](Value v, int64_t m) {
-    return arith::AndIOp::create(b, loc, v, c.constant(m));
-  };
-  Value group =
-      arith::MulIOp::create(b, loc, shr(row, 3), c.constant(g.groupPitch()));
-  Value core = arith::MulIOp::create(b, loc, shr(kByte, 4),
-                                     c.constant(kCoreMatrixBytes));
-  Value inCore = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, mask(row, 7), c.constant(16)),
-      mask(kByte, 15));
+  // wgmma, no swizzle: 16-byte chunks of K, chunk-major ([chunk][row][16
+  // bytes]), which is where a TMA box of the same tile lands. Core matrices
+  // are 128 bytes apart along M/N (the descriptor's stride offset) and
+  // chunkPitch(rows) along K (its leading offset).
+  Value chunk = arith::ShRUIOp::create(b, loc, kByte, c.constant(4));
+  Value inChunk = arith::AndIOp::create(b, loc, kByte, c.constant(15));
   return arith::AddIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, group, core), inCore);
+      b, loc,
+      arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, chunk, c.constant(g.chunkPitch(rows))),
+          arith::MulIOp::create(b, loc, row, c.constant(kChunkBytes))),
+      inChunk);
 }
 
 /// Writes an operand tile at `base`, rows being its non-contracted index.
 static void stageOperand(ThreadCoords &c, const MatmulGeometry &g, Value tile,
                          ValueRange values, unsigned contractDim,
-                         int64_t base) {
+                         OperandLayout layout, int64_t base) {
   std::optional<TileDistribution> dist = TileDistribution::get(tile.getType());
+  int64_t rows = dist->getType().getDimSize(1 - contractDim);
   for (auto [pos, value] : llvm::zip(c.positions(*dist), values)) {
     auto [r, col] = pos;
     Value row = contractDim == 1 ? r : col;
     Value kk = contractDim == 1 ? col : r;
-    Value at = arith::AddIOp::create(c.b, c.loc, operandOffset(c, g, row, kk),
+    Value at = arith::AddIOp::create(c.b, c.loc,
+                                     operandOffset(c, g, layout, rows, row, kk),
                                      c.constant(base));
     storeScratch(c.b, c.loc, value, at);
   }
@@ -168,7 +200,8 @@ static void stageOperand(ThreadCoords &c, const MatmulGeometry &g, Value tile,
 /// unit stride along the contraction). Pieces past the bounds are zero-filled
 /// (a source size below 16), which is the masking a register load does.
 static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
-                              LoadOp load, unsigned contractDim, int64_t base,
+                              LoadOp load, unsigned contractDim,
+                              OperandLayout layout, int64_t base,
                               ConversionPatternRewriter &rw) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
@@ -196,11 +229,10 @@ static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
                                          piece, c.constant(pieces));
     Value row = arith::DivUIOp::create(b, loc, piece, c.constant(piecesPerRow));
     Value k = arith::MulIOp::create(
-        b, loc,
-        arith::RemUIOp::create(b, loc, piece, c.constant(piecesPerRow)),
+        b, loc, arith::RemUIOp::create(b, loc, piece, c.constant(piecesPerRow)),
         c.constant(perPiece));
-    Value dst = arith::AddIOp::create(b, loc, operandOffset(c, g, row, k),
-                                      c.constant(base));
+    Value dst = arith::AddIOp::create(
+        b, loc, operandOffset(c, g, layout, rows, row, k), c.constant(base));
     Value dstAddr = LLVM::PtrToIntOp::create(b, loc, b.getI32Type(),
                                              getScratchPtr(b, loc, dst));
     Value gRow = arith::AddIOp::create(
@@ -213,13 +245,13 @@ static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gRow,
                               rowBound));
     // Bytes of this piece inside the bounds: clamp((kBound - gK) * e, 0, 16).
-    Value left = arith::MulIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, kBound, gK),
-        i64Const(g.elemBytes));
+    Value left =
+        arith::MulIOp::create(b, loc, arith::SubIOp::create(b, loc, kBound, gK),
+                              i64Const(g.elemBytes));
     Value clamped = arith::MaxSIOp::create(
         b, loc, arith::MinSIOp::create(b, loc, left, i64Const(16)), zero);
-    Value kOk = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, gK,
-                                      zero);
+    Value kOk =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, gK, zero);
     Value bytes = arith::SelectOp::create(
         b, loc, arith::AndIOp::create(b, loc, rowOk, kOk), clamped, zero);
     Value element = arith::AddIOp::create(
@@ -230,19 +262,13 @@ static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bytes, zero),
         zero, element);
-    Value src = LLVM::GEPOp::create(b, loc, ptr.getType(),
-                                    tile.getElementType(), ptr,
-                                    ValueRange{element});
-    LLVM::InlineAsmOp::create(
-        b, loc, Type(),
-        ValueRange{dstAddr, src,
-                   arith::TruncIOp::create(b, loc, b.getI32Type(), bytes),
-                   inTile},
-        b.getStringAttr("@$3 cp.async.cg.shared.global [$0], [$1], 16, $2;"),
-        b.getStringAttr("r,l,r,b"), b.getUnitAttr(), UnitAttr(),
-        LLVM::TailCallKindAttr(),
-        LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
+    Value src = LLVM::GEPOp::create(
+        b, loc, ptr.getType(), tile.getElementType(), ptr, ValueRange{element});
+    inlinePtx(b, loc, Type(),
+              ValueRange{dstAddr, src,
+                         arith::TruncIOp::create(b, loc, b.getI32Type(), bytes),
+                         inTile},
+              "@$3 cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,b");
   }
 }
 
@@ -287,6 +313,38 @@ static Value zeroOf(OpBuilder &b, Location loc, Type type) {
   return arith::ConstantOp::create(b, loc, b.getZeroAttr(type));
 }
 
+/// 32-bit words of K per 32-byte K step of one instruction.
+constexpr int64_t kWordsPerStep = 8;
+
+/// Word `word` (4 bytes of K) of row `row` of a PaddedRows operand at `base`.
+static Value loadPaddedWord(ThreadCoords &c, const MatmulGeometry &g,
+                            int64_t base, Value row, Value word) {
+  return loadScratch(c.b, c.loc, c.b.getI32Type(),
+                     byteAddress(c, base, row, g.rowPitch(), word, 4));
+}
+
+/// The A fragment of 16 rows from `firstRow` for K step `ks` of a
+/// PaddedRows operand: words (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)
+/// for lane 4g + q, the layout mma.sync (m16n8k32 / m16n8k16) and wgmma's
+/// register A (per warp) share.
+static SmallVector<Value, 4> loadAFragment(ThreadCoords &c,
+                                           const MatmulGeometry &g,
+                                           Value firstRow, int64_t ks) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  Value row = arith::AddIOp::create(
+      b, loc, firstRow, arith::ShRUIOp::create(b, loc, c.lane, c.constant(2)));
+  Value word = arith::AddIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, c.lane, c.constant(3)),
+      c.constant(ks * kWordsPerStep));
+  Value row8 = arith::AddIOp::create(b, loc, row, c.constant(8));
+  Value word4 = arith::AddIOp::create(b, loc, word, c.constant(4));
+  return {loadPaddedWord(c, g, g.lhsBase, row, word),
+          loadPaddedWord(c, g, g.lhsBase, row8, word),
+          loadPaddedWord(c, g, g.lhsBase, row, word4),
+          loadPaddedWord(c, g, g.lhsBase, row8, word4)};
+}
+
 /// mma.sync m16n8k32 (int8) / m16n8k16 (f16, bf16), warps tiling M then N.
 static SmallVector<Product>
 emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
@@ -305,7 +363,6 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
   Type wordType = elemType.isF16() ? Type(VectorType::get({2}, elemType))
                                    : Type(b.getI32Type());
   MmaSyncTiling tiling = mmaSyncTiling(g.m, g.warps);
-  constexpr int64_t kWordsPerStep = 8; // 32 bytes of K
 
   Value group = arith::ShRUIOp::create(b, loc, c.lane, c.constant(2));
   Value quad = arith::AndIOp::create(b, loc, c.lane, c.constant(3));
@@ -315,17 +372,17 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
       b, loc, c.warp, c.constant(llvm::Log2_64(tiling.warpsM)));
   Value warpRow = arith::MulIOp::create(b, loc, warpM, c.constant(16));
   Value warpCol = arith::MulIOp::create(b, loc, warpN, c.constant(8));
-  auto loadWord = [&](int64_t base, Value block, int64_t rowOffset,
-                      int64_t word) -> Value {
-    Value row = arith::AddIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, block, group),
-        c.constant(rowOffset));
-    Value w = arith::AddIOp::create(b, loc, quad, c.constant(word));
-    Value v = loadScratch(b, loc, b.getI32Type(),
-                          byteAddress(c, base, row, g.rowPitch(), w, 4));
+  auto asWord = [&](Value v) -> Value {
     return wordType == v.getType()
                ? v
                : Value(LLVM::BitcastOp::create(b, loc, wordType, v));
+  };
+  auto loadBWord = [&](int64_t col, int64_t word) {
+    Value row = arith::AddIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, warpCol, group), c.constant(col));
+    return asWord(
+        loadPaddedWord(c, g, g.rhsBase, row,
+                       arith::AddIOp::create(b, loc, quad, c.constant(word))));
   };
 
   int64_t tilesM = g.m / (16 * tiling.warpsM);
@@ -337,16 +394,14 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
     int64_t word0 = ks * kWordsPerStep;
     SmallVector<SmallVector<Value, 4>> a(tilesM), bf(tilesN);
     for (int64_t i = 0; i < tilesM; ++i) {
-      int64_t row = i * 16 * tiling.warpsM;
-      a[i] = {loadWord(g.lhsBase, warpRow, row, word0),
-              loadWord(g.lhsBase, warpRow, row + 8, word0),
-              loadWord(g.lhsBase, warpRow, row, word0 + 4),
-              loadWord(g.lhsBase, warpRow, row + 8, word0 + 4)};
+      Value firstRow = arith::AddIOp::create(
+          b, loc, warpRow, c.constant(i * 16 * tiling.warpsM));
+      for (Value word : loadAFragment(c, g, firstRow, ks))
+        a[i].push_back(asWord(word));
     }
     for (int64_t j = 0; j < tilesN; ++j) {
       int64_t col = j * 8 * tiling.warpsN;
-      bf[j] = {loadWord(g.rhsBase, warpCol, col, word0),
-               loadWord(g.rhsBase, warpCol, col, word0 + 4)};
+      bf[j] = {loadBWord(col, word0), loadBWord(col, word0 + 4)};
     }
     for (int64_t i = 0; i < tilesM; ++i)
       for (int64_t j = 0; j < tilesN; ++j) {
@@ -373,10 +428,10 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
   return products;
 }
 
-/// A wgmma shared-memory descriptor for a K-major, unswizzled operand block
-/// starting at byte `offset` of the scratch buffer.
+/// A wgmma shared-memory descriptor for a K-major, unswizzled block of an
+/// operand of `rows` rows, starting at byte `offset` of the scratch buffer.
 static Value wgmmaDescriptor(ThreadCoords &c, const MatmulGeometry &g,
-                             Value offset) {
+                             int64_t rows, Value offset) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   Type i64 = b.getI64Type();
@@ -385,15 +440,67 @@ static Value wgmmaDescriptor(ThreadCoords &c, const MatmulGeometry &g,
   auto field = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   };
+  // Fields count 16-byte units: start address (bits 0-13), leading offset
+  // (16-29, between K-adjacent core matrices), stride offset (32-45,
+  // between 8-row groups).
   Value start = arith::AndIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, addr, field(4)), field(0x3FFF));
-  int64_t leading = (kCoreMatrixBytes >> 4) << 16;
-  int64_t stride = (g.groupPitch() >> 4) << 32;
+  int64_t leading = (g.chunkPitch(rows) >> 4) << 16;
+  int64_t stride = (kCoreMatrixBytes >> 4) << 32;
   return arith::OrIOp::create(b, loc, start, field(leading | stride));
 }
 
+/// One wgmma with A from registers (a warp's 16 rows of the 64-row block,
+/// in the mma.sync A layout) and B from `descB`, accumulating into `acc`.
+/// MLIR 22's NVVM dialect has no op for this form: it is inline PTX, whose
+/// accumulators are tied outputs.
+static Value emitWgmmaRegA(ThreadCoords &c, const MatmulGeometry &g,
+                           Type elemType, Value acc, ArrayRef<Value> a,
+                           Value descB) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  bool isInt = elemType.isInteger(8);
+  int64_t values = g.n / 2;
+  std::string text, constraints;
+  llvm::raw_string_ostream os(text), cs(constraints);
+  auto list = [&](int64_t first, int64_t count) {
+    os << "{";
+    for (int64_t i = 0; i < count; ++i)
+      os << (i ? ", " : "") << "$" << first + i;
+    os << "}";
+  };
+  int64_t aFirst = 2 * values, descIndex = aFirst + 4,
+          scaleIndex = descIndex + 1;
+  os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << scaleIndex << ", 0;\n"
+     << "wgmma.mma_async.sync.aligned.m64n" << g.n << "k"
+     << mmaK(elemType.getIntOrFloatBitWidth())
+     << (isInt              ? ".s32.s8.s8 "
+         : elemType.isF16() ? ".f32.f16.f16 "
+                            : ".f32.bf16.bf16 ");
+  list(0, values);
+  os << ", ";
+  list(aFirst, 4);
+  // Scale D by p; the 16-bit forms also take A and B scales (1) and B's
+  // transpose (0: K-major).
+  os << ", $" << descIndex << ", p" << (isInt ? "" : ", 1, 1, 0") << ";\n}";
+  SmallVector<Value> operands;
+  for (int64_t v = 0; v < values; ++v) {
+    cs << (v ? "," : "") << (isInt ? "=r" : "=f");
+    operands.push_back(LLVM::ExtractValueOp::create(b, loc, acc, v));
+  }
+  for (int64_t v = 0; v < values; ++v)
+    cs << "," << v;
+  cs << ",r,r,r,r,l,r";
+  operands.append(a.begin(), a.end());
+  operands.push_back(descB);
+  operands.push_back(c.constant(1));
+  return inlinePtx(b, loc, acc.getType(), operands, text, constraints);
+}
+
 /// wgmma m64nNk32 (int8) / m64nNk16 (f16, bf16): warpgroup w takes 64-row
-/// blocks w, w + groups, ...; both operands come from shared memory.
+/// blocks w, w + groups, ...; B comes from shared memory, A too (`wgmma`)
+/// or from registers (`wgmma_reg_a`), loaded from its padded rows before
+/// the wgmma fence as the fragments of each warp's 16 rows.
 static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
                                       Type elemType) {
   OpBuilder &b = c.b;
@@ -421,19 +528,40 @@ static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
       acc = LLVM::InsertValueOp::create(b, loc, acc, zero, v);
     accs.push_back(acc);
   }
+  bool regA = g.kind == MmaKind::WgmmaRegA;
+  int64_t steps = g.kBytes() / 32;
+  auto blockIndexOf = [&](int64_t blk) -> Value {
+    return arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups));
+  };
+  // Register A: fragments [block][step], in registers before the fence.
+  SmallVector<SmallVector<Value, 4>> aFragments;
+  if (regA)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      Value warpRow = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, blockIndexOf(blk), c.constant(64)),
+          arith::MulIOp::create(b, loc, warpInGroup, c.constant(16)));
+      for (int64_t ks = 0; ks < steps; ++ks)
+        aFragments.push_back(loadAFragment(c, g, warpRow, ks));
+    }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t blk = 0; blk < blocks; ++blk) {
     // First row of this warpgroup's block, then its byte offset.
-    Value blockIndex =
-        arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups));
-    Value aBlock = arith::MulIOp::create(b, loc, blockIndex,
-                                         c.constant(64 / 8 * g.groupPitch()));
-    for (int64_t ks = 0; ks < g.kBytes() / 32; ++ks) {
-      int64_t kOffset = ks * 2 * kCoreMatrixBytes;
-      Value aOffset = arith::AddIOp::create(b, loc, aBlock,
-                                            c.constant(g.lhsBase + kOffset));
-      Value descA = wgmmaDescriptor(c, g, aOffset);
-      Value descB = wgmmaDescriptor(c, g, c.constant(g.rhsBase + kOffset));
+    Value blockIndex = blockIndexOf(blk);
+    Value aBlock =
+        arith::MulIOp::create(b, loc, blockIndex, c.constant(64 * kChunkBytes));
+    for (int64_t ks = 0; ks < steps; ++ks) {
+      // Each step takes two chunks (32 bytes) of K.
+      Value descB = wgmmaDescriptor(
+          c, g, g.n, c.constant(g.rhsBase + ks * 2 * g.chunkPitch(g.n)));
+      if (regA) {
+        accs[blk] = emitWgmmaRegA(c, g, elemType, accs[blk],
+                                  aFragments[blk * steps + ks], descB);
+        continue;
+      }
+      Value aOffset = arith::AddIOp::create(
+          b, loc, aBlock, c.constant(g.lhsBase + ks * 2 * g.chunkPitch(g.m)));
+      Value descA = wgmmaDescriptor(c, g, g.m, aOffset);
       accs[blk] = NVVM::WgmmaMmaAsyncOp::create(
           b, loc, structType, accs[blk], descA, descB,
           NVVM::MMAShapeAttr::get(ctx, 64, g.n,
@@ -482,8 +610,8 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
             Type rhsScaleType, ConversionPatternRewriter &rw) {
   RankedTensorType resultType = op.getResult().getType();
   FailureOr<MatmulGeometry> geometry =
-      getGeometry(op, op.getLhs(), op.getLhsContractDim(), lhsScaleType,
-                  rhsScaleType, resultType, op.getMma());
+      getGeometry(op, op.getLhs(), op.getRhs(), op.getLhsContractDim(),
+                  lhsScaleType, rhsScaleType, resultType, op.getMma());
   if (failed(geometry))
     return failure();
   const MatmulGeometry &g = *geometry;
@@ -495,36 +623,50 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   Type elemType = op.getLhs().getType().getElementType();
 
   bool copiedAsync = false;
+  SmallVector<TmaBox> boxes;
   auto stage = [&](Value operand, ValueRange values, unsigned contractDim,
-                   int64_t base) {
+                   bool isLhs) {
+    int64_t base = isLhs ? g.lhsBase : g.rhsBase;
+    OperandLayout layout = g.layoutOf(isLhs);
     auto load = operand.getDefiningOp<LoadOp>();
-    if (load && load.getCopy() == CopyKind::CpAsync) {
-      stageOperandAsync(c, g, load, contractDim, base, rw);
+    if (load && load.getCopy() == CopyKind::Tma) {
+      boxes.push_back(
+          {rw.getRemappedValue(load.getMap()),
+           rw.getRemappedValue(load.getOffsets()[1 - contractDim]),
+           rw.getRemappedValue(load.getOffsets()[contractDim]), g.elemBytes,
+           base, load.getResult().getType().getNumElements() * g.elemBytes});
+    } else if (load && load.getCopy() == CopyKind::CpAsync) {
+      stageOperandAsync(c, g, load, contractDim, layout, base, rw);
       copiedAsync = true;
     } else {
-      stageOperand(c, g, operand, values, contractDim, base);
+      stageOperand(c, g, operand, values, contractDim, layout, base);
     }
   };
-  stage(op.getLhs(), lhs, op.getLhsContractDim(), g.lhsBase);
-  stage(op.getRhs(), rhs, op.getRhsContractDim(), g.rhsBase);
+  stage(op.getLhs(), lhs, op.getLhsContractDim(), /*isLhs=*/true);
+  stage(op.getRhs(), rhs, op.getRhsContractDim(), /*isLhs=*/false);
   if (lhsScaleType) {
     stageScale(c, op->getOperand(1), lhsScale, g.lhsScaleBase);
     stageScale(c, op->getOperand(3), rhsScale, g.rhsScaleBase);
   }
+  if (!boxes.empty())
+    issueTmaCopies(c, g.barrierBase, boxes);
   if (copiedAsync) {
     NVVM::CpAsyncCommitGroupOp::create(rw, loc);
     NVVM::CpAsyncWaitGroupOp::create(rw, loc, 0);
   }
-  if (g.kind == MmaKind::Wgmma) // wgmma reads through the async proxy
+  if (isWgmma(g.kind)) // wgmma reads through the async proxy
     NVVM::FenceProxyOp::create(
         rw, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(rw.getContext(),
                                    NVVM::SharedSpace::shared_cta));
   barrier(rw, loc);
-  SmallVector<Product> products = g.kind == MmaKind::Wgmma
-                                      ? emitWgmma(c, g, elemType)
-                                      : emitMmaSync(c, g, elemType);
+  if (!boxes.empty())
+    waitTmaCopies(c, g.barrierBase);
+  SmallVector<Product> products =
+      isWgmma(g.kind) ? emitWgmma(c, g, elemType) : emitMmaSync(c, g, elemType);
   barrier(rw, loc); // every warp is done reading the operands
+  if (!boxes.empty())
+    releaseTmaBarrier(c, g.barrierBase);
   for (const Product &p : products)
     storeScratch(rw, loc, p.value,
                  byteAddress(c, g.resultBase, p.row, g.pitchC, p.col, 4));
@@ -587,12 +729,12 @@ struct MatmulLowering : public OpConversionPattern<MatmulOp> {
 int64_t mlir::sage::getMatmulScratchBytes(Operation *op) {
   FailureOr<MatmulGeometry> g = failure();
   if (auto q = dyn_cast<QMatmulOp>(op))
-    g = getGeometry(op, q.getLhs(), q.getLhsContractDim(),
+    g = getGeometry(op, q.getLhs(), q.getRhs(), q.getLhsContractDim(),
                     q.getLhsScale().getType(), q.getRhsScale().getType(),
                     q.getResult().getType(), q.getMma());
   else if (auto m = dyn_cast<MatmulOp>(op))
-    g = getGeometry(op, m.getLhs(), m.getLhsContractDim(), Type(), Type(),
-                    m.getResult().getType(), m.getMma());
+    g = getGeometry(op, m.getLhs(), m.getRhs(), m.getLhsContractDim(), Type(),
+                    Type(), m.getResult().getType(), m.getMma());
   return succeeded(g) ? g->totalBytes : 0;
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
@@ -52,18 +53,6 @@ static Value fromRegister(OpBuilder &b, Location loc, Value v, Type elem) {
   if (elem.getIntOrFloatBitWidth() == 8)
     return LLVM::TruncOp::create(b, loc, elem, v);
   return LLVM::BitcastOp::create(b, loc, elem, v);
-}
-
-static Value inlineAsm(OpBuilder &b, Location loc, Type result,
-                       ValueRange operands, StringRef text,
-                       StringRef constraints) {
-  auto op = LLVM::InlineAsmOp::create(
-      b, loc, result, operands, b.getStringAttr(text),
-      b.getStringAttr(constraints), /*has_side_effects=*/b.getUnitAttr(),
-      /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-  return result ? op.getResult(0) : Value();
 }
 
 /// Address and in-bounds predicate of every element a thread holds.
@@ -150,7 +139,7 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     std::string constraints = ("=" + rc.constraint + ",l,b").str();
     SmallVector<Value> values;
     for (auto [addr, ok] : llvm::zip(access.addresses, access.inBounds)) {
-      Value v = inlineAsm(rw, loc, rc.type, {addr, ok}, text, constraints);
+      Value v = inlinePtx(rw, loc, rc.type, {addr, ok}, text, constraints);
       values.push_back(fromRegister(rw, loc, v, elem));
     }
     rw.replaceOpWithMultiple(op, {values});
@@ -186,7 +175,7 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     for (auto [addr, ok, value] :
          llvm::zip(access.addresses, access.inBounds, adaptor.getValue())) {
       Value pred = arith::AndIOp::create(rw, loc, ok, owner);
-      inlineAsm(rw, loc, Type(), {addr, toRegister(rw, loc, value, rc), pred},
+      inlinePtx(rw, loc, Type(), {addr, toRegister(rw, loc, value, rc), pred},
                 text, constraints);
     }
     rw.eraseOp(op);

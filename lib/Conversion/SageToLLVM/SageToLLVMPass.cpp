@@ -3,6 +3,7 @@
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,6 +31,8 @@ static LogicalResult planScratch(ModuleOp module) {
     func.walk([&](Operation *op) {
       if (auto reduce = dyn_cast<ReduceOp>(op)) {
         bytes = std::max(bytes, getReduceScratchBytes(reduce));
+      } else if (isa<MakeTensorMapOp>(op)) {
+        bytes = std::max(bytes, kTensorMapStagingBytes);
       } else if (isa<QMatmulOp, MatmulOp>(op)) {
         int64_t need = getMatmulScratchBytes(op);
         ok &= need > 0;
@@ -48,7 +51,7 @@ static LogicalResult planScratch(ModuleOp module) {
     LLVM::GlobalOp::create(
         b, module.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
         /*isConstant=*/false, LLVM::Linkage::External, kScratchSymbol,
-        Attribute(), /*alignment=*/16, kSharedAddressSpace);
+        Attribute(), /*alignment=*/kScratchAlignment, kSharedAddressSpace);
   }
   return success(ok);
 }
@@ -84,6 +87,7 @@ struct ConvertSageToLLVMPass
     populateMemoryOpsToLLVMPatterns(converter, patterns);
     populateElementwiseToLLVMPatterns(converter, patterns);
     populateReduceToLLVMPatterns(converter, patterns);
+    populateTensorMapToNVVMPatterns(converter, patterns);
     populateMatmulToNVVMPatterns(converter, patterns);
     populateScalarMathToNVVMPatterns(patterns);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,

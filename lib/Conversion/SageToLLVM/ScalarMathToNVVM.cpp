@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -88,14 +89,11 @@ struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
     auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
     if (!round)
       return failure();
-    auto asmOp = LLVM::InlineAsmOp::create(
+    Value rounded = sage::inlinePtx(
         rw, op.getLoc(), rw.getI16Type(), ValueRange{round.getOperand()},
-        rw.getStringAttr("cvt.rni.sat.s8.f32 $0, $1;\n\tmax.s16 $0, $0, -127;"),
-        rw.getStringAttr("=h,f"), UnitAttr(), UnitAttr(),
-        LLVM::TailCallKindAttr(),
-        LLVM::AsmDialectAttr::get(rw.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
-    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), asmOp.getResult(0));
+        "cvt.rni.sat.s8.f32 $0, $1;\n\tmax.s16 $0, $0, -127;", "=h,f",
+        /*sideEffects=*/false);
+    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), rounded);
     return success();
   }
 };
@@ -110,8 +108,7 @@ bool mlir::sage::isSupportedScalarMath(Operation *op) {
   // above have rewritten them.
   return isa<math::Exp2Op, math::SqrtOp, math::AbsFOp, math::FmaOp,
              math::RoundEvenOp, math::RoundOp, math::FloorOp, math::CeilOp,
-             math::TruncOp>(
-      op);
+             math::TruncOp>(op);
 }
 
 void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {

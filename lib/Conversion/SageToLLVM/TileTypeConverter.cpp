@@ -15,6 +15,10 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) {
   addConversion([](PtrType type) -> Type {
     return LLVM::LLVMPointerType::get(type.getContext(), kGlobalAddressSpace);
   });
+  // A tensor map is the global address of its 128 bytes.
+  addConversion([](TensorMapType type) -> Type {
+    return LLVM::LLVMPointerType::get(type.getContext(), kGlobalAddressSpace);
+  });
   addConversion(
       [](RankedTensorType type,
          SmallVectorImpl<Type> &results) -> std::optional<LogicalResult> {

@@ -19,6 +19,9 @@ from sage.compiler.binding import load_binding
 from sage.jit.knobs import knobs
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
+#: The PTX ISA version (x10) compiled for unless told, as in the C API: 8.3,
+#: which TMA copies need (``tensormap.replace``).
+DEFAULT_PTX_VERSION = 83
 
 
 class CompilationError(RuntimeError):
@@ -39,7 +42,7 @@ class CompileOptions:
 
     arch: str = ""
     num_warps: int = 0
-    ptx_version: int = 80
+    ptx_version: int = DEFAULT_PTX_VERSION
     run_pipeline: bool = True
     emit_cubin: bool = False
     capture_passes: bool = False
@@ -123,7 +126,7 @@ class CompilerLibrary:
                              bytes(out.cubin), out.ptxas_log, out.diagnostics)
 
     def compile(self, source: str, arch: str = "", num_warps: int = 0,
-                ptx_version: int = 80) -> str:
+                ptx_version: int = DEFAULT_PTX_VERSION) -> str:
         """Compiles sage IR to PTX (prefixed with ``// sage.kernel`` lines).
 
         Raises:

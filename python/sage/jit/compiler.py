@@ -35,7 +35,9 @@ from sage.runtime.ptx import KernelInfo, parse_kernel_header
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: The Python packages whose sources are part of the compiler's identity.
 _IDENTITY_PACKAGES = ("compiler", "jit", "language", "runtime")
-PTX_VERSION = 80
+#: The PTX ISA version (x10) the JIT compiles with: 8.3 for ``tensormap.replace``
+#: (TMA tensor maps built on the device).
+PTX_VERSION = 83
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,8 +127,11 @@ class CompiledKernel:
 
     @property
     def signature(self) -> str:
-        """One launch letter per runtime argument (P, i, l, f)."""
-        return "".join(key.letter for key in self.arg_keys)
+        """One launch letter per launched argument (P, i, l, f): the runtime
+        arguments, then a P for the global scratch pointer when the kernel
+        has one (``info.global_scratch`` > 0)."""
+        letters = "".join(key.letter for key in self.arg_keys)
+        return letters + "P" if self.info.global_scratch else letters
 
     def load(self, device: int) -> Any:
         """The kernel loaded on ``device`` (a ``sage._sage.Kernel``; once per
@@ -205,7 +210,7 @@ def compile_ir(ir: str, name: str, arch: str, num_warps: int,
                            "cubin": out.cubin, "ptxas": out.ptxas_log.encode()})
             stages = {stage: data for stage, data in stages.items() if data}
             cache.put(key, stages)
-    write_dumps(stages, name, key, arch, num_warps, origin)
+    write_dumps(stages, name, key, arch, num_warps, PTX_VERSION, origin)
     return make(key=key, stages=stages, origin=origin)
 
 

@@ -26,18 +26,20 @@ STAGE_FILES = {
 }
 
 
-def replay_commands(name: str, arch: str, num_warps: int) -> str:
-    """Shell commands that redo a dumped compilation outside Python."""
+def replay_commands(name: str, arch: str, num_warps: int, ptx_version: int) -> str:
+    """Shell commands that redo a dumped compilation outside Python. The PTX
+    version is spelled out: it decides whether loads may go through TMA."""
     return (f"# Replay the compilation of {name} (from the repository root):\n"
             f"build/bin/sage-opt {name}.mlir --sage-to-nvvm='arch={arch} "
-            f"num-warps={num_warps}' --mlir-print-ir-after-all -o /dev/null\n"
+            f"num-warps={num_warps} ptx-version={ptx_version}' "
+            f"--mlir-print-ir-after-all -o /dev/null\n"
             f"build/bin/sage-translate {name}.mlir --arch={arch} "
-            f"--num-warps={num_warps} -o {name}.ptx\n"
+            f"--num-warps={num_warps} --ptx-version={ptx_version} -o {name}.ptx\n"
             f"ptxas -arch={arch} -v {name}.ptx -o {name}.cubin\n")
 
 
 def write_dumps(stages: dict[str, bytes], name: str, key: str, arch: str,
-                num_warps: int, source: str) -> Path | None:
+                num_warps: int, ptx_version: int, source: str) -> Path | None:
     """Writes the stages SAGE_DUMP asks for (those present) under
     ``SAGE_DUMP_DIR/<name>-<key prefix>/``; returns that folder, or None
     when SAGE_DUMP is unset."""
@@ -52,7 +54,8 @@ def write_dumps(stages: dict[str, bytes], name: str, key: str, arch: str,
         if data:
             (folder / STAGE_FILES[stage].format(name=name)).write_bytes(data)
             written.append(stage)
-    (folder / "replay.sh").write_text(replay_commands(name, arch, num_warps))
+    (folder / "replay.sh").write_text(replay_commands(name, arch, num_warps,
+                                                            ptx_version))
     missing = sorted(wanted - set(written))
     note = f" (not produced: {', '.join(missing)})" if missing else ""
     print(f"sage: dumped {', '.join(written) or 'nothing'} of {name} ({source}) to "

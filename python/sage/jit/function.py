@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable
 
 from sage.jit.compiler import CompiledKernel, compile_specialization, trace_specialization
 from sage.jit.knobs import knobs
-from sage.jit.launcher import (check_pointer, current_device, current_stream, grid_dims,
-                               pointer_of)
+from sage.jit.launcher import (check_pointer, current_device, current_stream,
+                               global_scratch, grid_dims, pointer_of)
 from sage.jit.specialize import (ArgKey, ArgumentError, Param, arch_for_capability,
                                  kernel_params, pointer_key, scalar_key)
 
@@ -239,12 +239,21 @@ def describe(key: ArgKey) -> str:
 
 
 def launch(kernel: CompiledKernel, grid: Any, call: BoundCall) -> None:
-    """Launches a compiled kernel with bound arguments."""
+    """Launches a compiled kernel with bound arguments; a kernel with global
+    scratch gets its memory (programs x ``info.global_scratch`` bytes) as the
+    last argument."""
     dims = grid_dims(grid, call.values)
     if 0 in dims:
         return
+    args = call.launch_args
+    scratch = kernel.info.global_scratch
+    if scratch:
+        # Device-built TMA tensor maps need a home in global memory. `owner`
+        # lives until the launch is enqueued; the allocator is stream-ordered.
+        owner, address = global_scratch(call.device, dims[0] * dims[1] * dims[2] * scratch)
+        args += (address,)
     kernel.load(call.device).launch(dims[0], dims[1], dims[2],
-                                    current_stream(call.device), call.launch_args)
+                                    current_stream(call.device), args)
 
 
 def jit(fn: Callable | None = None, *, do_not_specialize: Iterable[str | int] = (),

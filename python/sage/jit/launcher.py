@@ -1,4 +1,5 @@
-"""From Python arguments to a kernel launch: tensors, devices, streams, grids.
+"""From Python arguments to a kernel launch: tensors, devices, streams, grids,
+global scratch.
 
 Pointer arguments are torch tensors (when torch is importable), objects with
 ``__cuda_array_interface__`` (CuPy, Numba, ...) or objects with
@@ -162,6 +163,42 @@ def current_stream(device: int) -> int:
     """The current PyTorch stream of ``device`` as an integer handle (0, the
     legacy default stream, without torch)."""
     return _raw_stream_function()(device)
+
+
+#: The alignment (bytes) the global scratch must have: each program's part
+#: starts at a multiple of 128 bytes, and a TMA tensor map needs 64.
+SCRATCH_ALIGNMENT = 128
+
+
+def global_scratch(device: int, nbytes: int) -> tuple[Any, int]:
+    """(owner, address) of ``nbytes`` of uninitialised memory on ``device``
+    for a kernel's global scratch (see :mod:`sage.runtime.ptx`). The caller
+    keeps ``owner`` alive until the launch is enqueued; dropping it after is
+    safe because torch's caching allocator (and CuPy's pool) is
+    stream-ordered: the memory is only handed out again to work queued after
+    the kernel on the same stream.
+
+    Raises:
+        RuntimeError: when neither torch nor CuPy is imported (the binding
+            allocates no memory of its own).
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        owner = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", device))
+        address = owner.data_ptr()
+    else:
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            raise RuntimeError("this kernel needs global scratch memory (TMA tensor "
+                               "maps), which sage allocates with torch or CuPy: "
+                               "import one of them")
+        with cupy.cuda.Device(device):
+            owner = cupy.empty(nbytes, dtype=cupy.uint8)
+        address = owner.data.ptr
+    if address % SCRATCH_ALIGNMENT:
+        raise RuntimeError(f"global scratch at {address:#x} is not "
+                           f"{SCRATCH_ALIGNMENT}-byte aligned")
+    return owner, address
 
 
 def grid_dims(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -37,8 +40,11 @@ class PtxKernel:
     """A kernel loaded from sage PTX, launched with its header facts."""
 
     def __init__(self, ptx: str, name: str, workdir: Path):
+        self.ptx = ptx
         self.info = parse_kernel_header(ptx)[name]
-        path = workdir / f"{name}.ptx"
+        # One file per text: cupy keeps modules by path, so reusing a name
+        # for another variant (arch, PTX version) would launch the old code.
+        path = workdir / f"{name}-{hashlib.sha1(ptx.encode()).hexdigest()[:12]}.ptx"
         path.write_text(ptx)
         self._module = cp.RawModule(path=str(path))
         self._function = self._module.get_function(name)
@@ -46,6 +52,11 @@ class PtxKernel:
             self._function.max_dynamic_shared_size_bytes = self.info.shared_memory
 
     def __call__(self, grid: tuple[int, ...], *args) -> None:
+        if self.info.global_scratch:
+            # The kernel's hidden last argument: global memory for the TMA
+            # tensor maps it builds, global_scratch bytes per program.
+            scratch = cp.empty(math.prod(grid) * self.info.global_scratch, dtype=cp.uint8)
+            args += (scratch,)
         self._function(grid, (self.info.threads,), args,
                        shared_mem=self.info.shared_memory)
         cp.cuda.runtime.deviceSynchronize()
@@ -61,6 +72,14 @@ def _compiler():
         return None
 
 
+def force_mma(source: str, mma: str) -> str:
+    """``source`` with every matmul's instruction form set to ``mma``
+    (sage-select-mma keeps a choice that is present)."""
+    forced = re.sub(r"(sage\.q?matmul [^:]*contract\(\d, \d\))", rf"\1 using {mma}", source)
+    assert forced != source, "no matmul to force"
+    return forced
+
+
 @pytest.fixture(scope="session")
 def load_kernel(tmp_path_factory, record):
     compiler = _compiler()
@@ -68,12 +87,20 @@ def load_kernel(tmp_path_factory, record):
            if compiler else f"PTX from {PTX_DIR}")
     workdir = tmp_path_factory.mktemp("ptx")
 
-    def load(name: str, arch: str = "sm_90a") -> PtxKernel:
+    def load(name: str, arch: str = "sm_90a", ptx_version: int | None = None,
+             mma: str | None = None) -> PtxKernel:
+        """``ptx_version`` (x10) other than the default picks the PTX built
+        with it (the copy path depends on it: TMA needs 8.3); ``mma`` forces
+        the instruction form of the example's matmuls (`using <mma>`)."""
+        suffix = (f".ptx{ptx_version}" if ptx_version else "") + (f".{mma}" if mma else "")
         if compiler:
             source = (ROOT / "examples" / f"{name}.mlir").read_text()
-            ptx = compiler.compile(source, arch=arch)
+            if mma:
+                source = force_mma(source, mma)
+            ptx = (compiler.compile(source, arch=arch, ptx_version=ptx_version) if ptx_version
+                   else compiler.compile(source, arch=arch))
         else:
-            path = PTX_DIR / f"{name}.{arch}.ptx"
+            path = PTX_DIR / f"{name}.{arch}{suffix}.ptx"
             if not path.exists():
                 pytest.fail(f"{path} missing: run scripts/gpu/build-ptx.sh first")
             ptx = path.read_text()

@@ -3,7 +3,7 @@
 // RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 // The scratch buffer is declared once, as dynamic shared memory.
-// CHECK: llvm.mlir.global external @sage_scratch() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+// CHECK: llvm.mlir.global external @sage_scratch() {addr_space = 3 : i32, alignment = 128 : i64} : !llvm.array<0 x i8>
 module attributes {sage.num_warps = 4 : i32} {
 // Along dimension 1 (8 lanes apart by 1, one warp): three shuffle rounds,
 // no shared memory.

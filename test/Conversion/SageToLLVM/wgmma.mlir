@@ -1,13 +1,14 @@
-// On sm_90a, matmuls selected for wgmma stage their operands as 8x16-byte
-// core matrices and issue warpgroup MMAs from shared-memory descriptors.
+// On sm_90a, matmuls selected for wgmma stage their operands chunk-major
+// (16 bytes of K of every row together, the layout a TMA box lands in) and
+// issue warpgroup MMAs from shared-memory descriptors.
 // RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 // RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk
-// Descriptor: leading offset 128 B (8 << 16), stride offset 8 rows x 128 B
-// of K = 1024 B (64 << 32).
-// CHECK: arith.constant 274878431232 : i64
+// Descriptor: leading offset (K-adjacent core matrices) 64 rows x 16 B =
+// 1024 B (64 << 16), stride offset (8-row groups) 128 B (8 << 32).
+// CHECK: arith.constant 34363932672 : i64
 // The async proxy must see the generic-proxy stores before the barrier.
 // CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<3>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
@@ -19,7 +20,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: arith.sitofp
 // ASM: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $66, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 func.func @qk(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
-  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
   return %s : tensor<64x64xf32>
 }
 
@@ -28,7 +29,28 @@ func.func @qk(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NOT: nvvm.wgmma.mma_async
 func.func @dp(%do: tensor<128x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<128x64xf32> {
-  %dp = sage.matmul %do, %v contract(1, 1) : tensor<128x64xbf16>, tensor<64x64xbf16> -> tensor<128x64xf32>
+  %dp = sage.matmul %do, %v contract(1, 1) using wgmma : tensor<128x64xbf16>, tensor<64x64xbf16> -> tensor<128x64xf32>
   return %dp : tensor<128x64xf32>
+}
+
+// With A in registers (wgmma_reg_a), A goes through padded rows of shared
+// memory into each warp's fragments (16 rows, the mma.sync A layout), all
+// loaded before the wgmma fence; B still comes from its descriptor.
+// CHECK-LABEL: func.func @pv
+// CHECK-COUNT-16: llvm.load %{{.*}} : !llvm.ptr<3> -> i32
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $69, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {$0, $1, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p;\0A}", "=r,{{.*}},=r,0,1,{{.*}},31,r,r,r,r,l,r"
+// CHECK-COUNT-3: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// The 16-bit form also gives A/B scales and B's (absent) transpose.
+// CHECK-LABEL: func.func @pv_half
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, $68, p, 1, 1, 0;
+func.func @pv(%p: tensor<64x128xi8>, %sp: tensor<1x1xf32>, %v: tensor<64x128xi8>, %sv: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %o = sage.qmatmul %p[%sp], %v[%sv] contract(1, 1) using wgmma_reg_a : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+func.func @pv_half(%p: tensor<64x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<64x64xf32> {
+  %o = sage.matmul %p, %v contract(1, 1) using wgmma_reg_a : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
 }
 }

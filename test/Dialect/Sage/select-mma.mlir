@@ -1,12 +1,15 @@
 // sage-select-mma records the instruction family of every matmul.
 // RUN: sage-opt %s --split-input-file --sage-select-mma | FileCheck %s
 
-// sm_90a: wgmma when 64-row blocks split evenly over the warpgroups.
+// sm_90a: wgmma when 64-row blocks split evenly over the warpgroups, with
+// A from registers when the program computed it (here: an argument, not a
+// load) and from shared memory when it is loaded.
 // CHECK-LABEL: func.func @hopper
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 func.func @hopper(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>, %small: tensor<16x128xi8>,
-                  %r40: tensor<40x128xi8>, %h: tensor<128x64xf16>) {
-  // CHECK: contract(1, 1) using wgmma
+                  %r40: tensor<40x128xi8>, %h: tensor<128x64xf16>,
+                  %p: !sage.ptr<f16>, %n: i64) {
+  // CHECK: contract(1, 1) using wgmma_reg_a
   %0 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
   // 16 output rows are too few for a warpgroup: mma.sync.
   // CHECK: contract(1, 1) using mma_sync
@@ -14,8 +17,13 @@ func.func @hopper(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>, %small: tensor<16x
   // INT8 wgmma has no N = 40: mma.sync.
   // CHECK: contract(1, 1) using mma_sync
   %2 = sage.qmatmul %q[%s], %r40[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<40x128xi8>, tensor<1x1xf32> -> tensor<64x40xf32>
-  // CHECK: sage.matmul {{.*}} contract(1, 1) using wgmma
+  // CHECK: sage.matmul {{.*}} contract(1, 1) using wgmma_reg_a
   %3 = sage.matmul %h, %h contract(1, 1) : tensor<128x64xf16>, tensor<128x64xf16> -> tensor<128x128xf32>
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %loaded = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<128x64xf16>
+  // CHECK: sage.matmul {{.*}} contract(1, 1) using wgmma :
+  %5 = sage.matmul %loaded, %h contract(1, 1) : tensor<128x64xf16>, tensor<128x64xf16> -> tensor<128x128xf32>
   // An existing choice is kept.
   // CHECK: contract(1, 1) using mma_sync
   %4 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) using mma_sync : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>

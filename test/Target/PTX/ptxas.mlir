@@ -11,13 +11,28 @@
 // CHECK-NOT: error
 // CHECK: 0 bytes spill stores, 0 bytes spill loads
 
-// Operands copied with cp.async (examples/int8_matmul.mlir) on both paths.
+// Operands copied by the copy engine (examples/int8_matmul.mlir on sm_90a
+// with PTX 8.3: tensor maps built on the device, an mbarrier per matmul),
+// with cp.async on sm_90a under PTX 8.0 and on sm_80.
 // RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_90a -o %t.i8.sm90.ptx
-// RUN: FileCheck %s --check-prefix=ASYNC90 --input-file=%t.i8.sm90.ptx
+// RUN: FileCheck %s --check-prefix=TMA90 --input-file=%t.i8.sm90.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.i8.sm90.ptx -o %t.i8.sm90.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_90a --ptx-version=80 -o %t.i8.sm90.ptx80.ptx
+// RUN: FileCheck %s --check-prefix=ASYNC90 --input-file=%t.i8.sm90.ptx80.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.i8.sm90.ptx80.ptx -o %t.i8.sm90.ptx80.cubin 2>&1 | FileCheck %s
 // RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_80 -o %t.i8.sm80.ptx
 // RUN: FileCheck %s --check-prefix=ASYNC80 --input-file=%t.i8.sm80.ptx
 // RUN: %ptxas -arch=sm_80 -v %t.i8.sm80.ptx -o %t.i8.sm80.cubin 2>&1 | FileCheck %s
+// TMA90: // sage.kernel name=int8_matmul threads=128 shared_memory={{[0-9]+}} global_scratch=256
+// TMA90: .version 8.3
+// TMA90-COUNT-2: tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
+// TMA90: mbarrier.init.shared::cta.b64
+// TMA90: mbarrier.arrive.expect_tx.shared::cta.b64 _,
+// TMA90-COUNT-2: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// TMA90: mbarrier.try_wait.parity.shared::cta.b64
+// TMA90: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
+// TMA90: mbarrier.inval.shared::cta.b64
+// ASYNC90: global_scratch=0
 // ASYNC90: cp.async.cg.shared.global
 // ASYNC90: cp.async.commit_group
 // ASYNC90: cp.async.wait_group 0

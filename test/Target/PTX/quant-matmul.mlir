@@ -6,7 +6,7 @@
 // CHECK: // sage.kernel name=quant_matmul threads=128 shared_memory={{[0-9]+}}
 // SM90: .target sm_90a
 // SM80: .target sm_80
-// CHECK: .extern .shared .align 16 .b8 sage_scratch[];
+// CHECK: .extern .shared .align 128 .b8 sage_scratch[];
 // CHECK: .entry quant_matmul(
 // CHECK: .maxntid 128, 1, 1
 // Masked loads of the f16 operands.

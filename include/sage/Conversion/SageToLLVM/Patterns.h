@@ -35,6 +35,8 @@ void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
 void populateReduceToLLVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
 /// qmatmul and matmul through mma.sync.
+void populateTensorMapToNVVMPatterns(const TypeConverter &converter,
+                                     RewritePatternSet &patterns);
 void populateMatmulToNVVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
 /// Scalar math the NVPTX backend cannot select (log2, exp, log) as NVVM

@@ -16,6 +16,9 @@ namespace mlir::sage {
 
 /// Name of the extern shared array every kernel addresses.
 inline constexpr llvm::StringLiteral kScratchSymbol = "sage_scratch";
+/// The scratch buffer's alignment: TMA writes boxes and tensor maps are
+/// assembled at 128-byte boundaries.
+inline constexpr int64_t kScratchAlignment = 128;
 
 /// `!llvm.ptr<3>` to byte `offset` of the scratch buffer.
 Value getScratchPtr(OpBuilder &b, Location loc, Value byteOffset);

@@ -94,6 +94,28 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a non-negative integer";
     return success();
   }
+  if (name == kGlobalScratchAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func)
+      return op->emitError() << "'" << name << "' applies to functions only";
+    if (!bytes || bytes.getInt() < 0 ||
+        bytes.getInt() % MakeTensorMapOp::kBytes != 0)
+      return op->emitError()
+             << "'" << name << "' must be a non-negative multiple of "
+             << MakeTensorMapOp::kBytes;
+    // The launcher passes the scratch address as the last argument (checked
+    // while the signature still has sage types; the lowering keeps it last).
+    ArrayRef<Type> args = func.getArgumentTypes();
+    bool sageTyped = llvm::any_of(args, llvm::IsaPred<PtrType>);
+    auto last = args.empty() ? PtrType() : dyn_cast<PtrType>(args.back());
+    if (bytes.getInt() > 0 && sageTyped &&
+        (!last || !last.getPointeeType().isInteger(8)))
+      return op->emitError() << "'" << name
+                             << "' needs a last argument of type "
+                                "!sage.ptr<i8> (the scratch address)";
+    return success();
+  }
   if (name == kTargetAttrName) {
     auto arch = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<ModuleOp>(op))

@@ -7,7 +7,9 @@
 
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -75,8 +77,61 @@ static LogicalResult verifyTileAccess(Operation *op, PtrType ptr,
 }
 
 LogicalResult LoadOp::verify() {
-  return verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
-                          getOffsets(), getStrides(), getBounds());
+  if (failed(verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
+                              getOffsets(), getStrides(), getBounds())))
+    return failure();
+  bool viaTma = getCopy() == CopyKind::Tma;
+  if (viaTma != static_cast<bool>(getMap()))
+    return emitOpError() << "a tensor map goes with 'via tma' and only there";
+  auto make = getMap() ? getMap().getDefiningOp<MakeTensorMapOp>() : nullptr;
+  if (!make)
+    return success();
+  // The map must describe this very view, box for tile.
+  if (make.getPtr() != getPtr() || make.getStrides() != getStrides() ||
+      make.getBounds() != getBounds())
+    return emitOpError() << "reads a view other than its tensor map's";
+  if (make.getBox() != getResult().getType().getShape())
+    return emitOpError() << "tile "
+                         << shapeStr(getResult().getType().getShape())
+                         << " differs from the tensor map's box "
+                         << shapeStr(make.getBox());
+  return success();
+}
+
+/// The TMA limits a tensor map's box must meet (a box dimension spans at
+/// most 256 entries; 16-byte chunks of the inner dimension are one).
+static constexpr int64_t kMaxBoxEntries = 256;
+static constexpr int64_t kTmaChunkBytes = 16;
+
+LogicalResult MakeTensorMapOp::verify() {
+  if (getStrides().size() != 2 || getBounds().size() != 2 ||
+      getBox().size() != 2)
+    return emitOpError() << "describes a 2-D view: expects 2 strides, 2 "
+                            "bounds and a 2-D box";
+  if (!getScratch().getType().getPointeeType().isInteger(8))
+    return emitOpError() << "scratch must be a !sage.ptr<i8>";
+  int64_t inner = getInner(), outer = 1 - inner;
+  APInt unit;
+  if (!matchPattern(getStrides()[inner], m_ConstantInt(&unit)) || unit != 1)
+    return emitOpError() << "stride of the inner dimension " << inner
+                         << " must be the constant 1";
+  Type elem = getPtr().getType().getPointeeType();
+  int64_t innerBytes = getBox()[inner] * (elem.getIntOrFloatBitWidth() / 8);
+  if (elem.getIntOrFloatBitWidth() % 8 != 0 || innerBytes % kTmaChunkBytes ||
+      innerBytes / kTmaChunkBytes > kMaxBoxEntries || getBox()[outer] <= 0 ||
+      getBox()[outer] > kMaxBoxEntries)
+    return emitOpError() << "box " << shapeStr(getBox()) << " of " << elem
+                         << " must span whole 16-byte chunks (at most 256) "
+                            "of the inner dimension and 1 to 256 rows";
+  auto func = (*this)->getParentOfType<FunctionOpInterface>();
+  auto bytes = func ? func->getAttrOfType<IntegerAttr>(
+                          SageDialect::kGlobalScratchAttrName)
+                    : IntegerAttr();
+  if (!bytes || (static_cast<int64_t>(getSlot()) + 1) * kBytes > bytes.getInt())
+    return emitOpError()
+           << "slot " << getSlot()
+           << " lies outside the function's 'sage.global_scratch'";
+  return success();
 }
 
 LogicalResult StoreOp::verify() {

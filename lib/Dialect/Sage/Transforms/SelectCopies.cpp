@@ -70,9 +70,9 @@ int64_t knownAlignment(Value ptr) {
   if (auto add = ptr.getDefiningOp<AddPtrOp>()) {
     int64_t elemBytes =
         add.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
-    return std::min(knownAlignment(add.getPtr()),
-                    std::min(kDivisorCap,
-                             knownDivisor(add.getOffset()) * elemBytes));
+    return std::min(
+        knownAlignment(add.getPtr()),
+        std::min(kDivisorCap, knownDivisor(add.getOffset()) * elemBytes));
   }
   return argumentHint(ptr, SageDialect::kAlignmentAttrName);
 }
@@ -111,35 +111,158 @@ bool copyCanMoveToUser(LoadOp load, Operation *user) {
   return true;
 }
 
-bool canCopyAsync(LoadOp load) {
+/// The matmul `load` feeds and which of its dimensions is contracted, when
+/// the tile can be copied straight to shared memory 16 bytes at a time.
+struct CopyUse {
+  Operation *matmul;
+  unsigned operand; // 0 for A
+  unsigned contract;
+};
+
+std::optional<CopyUse> asyncCopyUse(LoadOp load) {
   if (!load->hasOneUse())
-    return false;
+    return std::nullopt;
   OpOperand &use = *load->use_begin();
   std::optional<unsigned> contract = contractedDimOf(use);
   if (!contract || !copyCanMoveToUser(load, use.getOwner()))
-    return false;
+    return std::nullopt;
   unsigned other = 1 - *contract;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
   APInt stride;
-  return matchPattern(load.getStrides()[*contract], m_ConstantInt(&stride)) &&
-         stride == 1 &&
-         tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
-         knownAlignment(load.getPtr()) >= kCopyBytes &&
-         knownDivisor(load.getStrides()[other]) * elemBytes >= kCopyBytes &&
-         knownDivisor(load.getOffsets()[*contract]) * elemBytes >= kCopyBytes;
+  bool ok =
+      matchPattern(load.getStrides()[*contract], m_ConstantInt(&stride)) &&
+      stride == 1 && tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
+      knownAlignment(load.getPtr()) >= kCopyBytes &&
+      knownDivisor(load.getStrides()[other]) * elemBytes >= kCopyBytes &&
+      knownDivisor(load.getOffsets()[*contract]) * elemBytes >= kCopyBytes;
+  if (!ok)
+    return std::nullopt;
+  return CopyUse{use.getOwner(), use.getOperandNumber(), *contract};
+}
+
+std::optional<MmaKind> mmaOf(Operation *matmul) {
+  if (auto q = dyn_cast<QMatmulOp>(matmul))
+    return q.getMma();
+  return cast<MatmulOp>(matmul).getMma();
+}
+
+/// TMA boxes hold at most 256 entries per dimension (rows, 16-byte chunks).
+constexpr int64_t kMaxBoxEntries = 256;
+
+/// Beyond an asynchronous copy, TMA fills whole 16-byte chunks (so the
+/// contracted bound must not end inside one) and writes the chunk-major
+/// layout of wgmma's shared-memory operands (not A of wgmma_reg_a, which
+/// goes to registers through conflict-free padded rows).
+bool canCopyWithTma(LoadOp load, const CopyUse &use) {
+  std::optional<MmaKind> kind = mmaOf(use.matmul);
+  if (kind != MmaKind::Wgmma &&
+      !(kind == MmaKind::WgmmaRegA && use.operand != 0))
+    return false;
+  RankedTensorType tile = load.getResult().getType();
+  int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+  unsigned other = 1 - use.contract;
+  return knownDivisor(load.getBounds()[use.contract]) * elemBytes >=
+             kCopyBytes &&
+         tile.getDimSize(other) <= kMaxBoxEntries &&
+         tile.getDimSize(use.contract) * elemBytes / kCopyBytes <=
+             kMaxBoxEntries;
+}
+
+/// How deep `block` is nested in its function.
+unsigned depthOf(Block *block) {
+  unsigned depth = 0;
+  for (Operation *op = block->getParentOp();
+       op && !isa<FunctionOpInterface>(op);
+       op = op->getBlock() ? op->getBlock()->getParentOp() : nullptr)
+    ++depth;
+  return depth;
+}
+
+/// Sets `b` right after the last definition among `values`, all of which
+/// dominate one use: the innermost of their blocks, after the latest of
+/// their ops there. A tensor map built there is built once per value of the
+/// view, not once per loop iteration.
+void setInsertionAfterAll(OpBuilder &b, ValueRange values) {
+  Block *block = nullptr;
+  Operation *after = nullptr;
+  unsigned depth = 0;
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    Block *home = def ? def->getBlock() : cast<BlockArgument>(v).getOwner();
+    unsigned d = depthOf(home);
+    if (!block || d > depth) {
+      block = home, after = def, depth = d;
+    } else if (home == block && def &&
+               (!after || after->isBeforeInBlock(def))) {
+      after = def;
+    }
+  }
+  if (after)
+    b.setInsertionPointAfter(after);
+  else
+    b.setInsertionPointToStart(block);
+}
+
+/// Builds the load's tensor map in the next free slot of the function's
+/// global scratch (appending the scratch argument on first use).
+void useTma(LoadOp load, const CopyUse &use, FunctionOpInterface func,
+            Value &scratch) {
+  OpBuilder b(load);
+  if (!scratch) {
+    MLIRContext *ctx = load.getContext();
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(index,
+                              PtrType::get(ctx, IntegerType::get(ctx, 8)),
+                              DictionaryAttr::get(ctx), func.getLoc());
+    scratch = func.getArgument(index);
+  }
+  auto bytes =
+      func->getAttrOfType<IntegerAttr>(SageDialect::kGlobalScratchAttrName);
+  int64_t slot = bytes ? bytes.getInt() / MakeTensorMapOp::kBytes : 0;
+  func->setAttr(SageDialect::kGlobalScratchAttrName,
+                b.getI64IntegerAttr((slot + 1) * MakeTensorMapOp::kBytes));
+
+  SmallVector<Value> view{load.getPtr(), scratch};
+  llvm::append_range(view, load.getStrides());
+  llvm::append_range(view, load.getBounds());
+  setInsertionAfterAll(b, view);
+  auto map = MakeTensorMapOp::create(
+      b, load.getLoc(), TensorMapType::get(load.getContext()), load.getPtr(),
+      load.getStrides(), load.getBounds(), scratch,
+      load.getResult().getType().getShape(), use.contract, slot);
+  load.getMapMutable().assign(map);
+  load.setCopy(CopyKind::Tma);
 }
 
 struct SelectCopiesPass
     : public sage::impl::SageSelectCopiesBase<SelectCopiesPass> {
+  using SageSelectCopiesBase::SageSelectCopiesBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<TargetInfo> info = SageDialect::getTarget(module);
     if (!info || !info->hasCpAsync())
       return;
-    module.walk([&](LoadOp load) {
-      if (!load.getCopy() && canCopyAsync(load))
-        load.setCopy(CopyKind::CpAsync);
+    bool tma = info->hasTma() &&
+               ptxVersion >= static_cast<int>(TargetInfo::kTmaMinPtxVersion);
+    module.walk([&](FunctionOpInterface func) {
+      // Only a kernel gets its global scratch from the launcher.
+      bool kernel = func->hasAttr(SageDialect::kKernelAttrName);
+      Value scratch;
+      SmallVector<LoadOp> loads;
+      func.walk([&](LoadOp load) { loads.push_back(load); });
+      for (LoadOp load : loads) {
+        if (load.getCopy())
+          continue;
+        std::optional<CopyUse> use = asyncCopyUse(load);
+        if (!use)
+          continue;
+        if (tma && kernel && canCopyWithTma(load, *use))
+          useTma(load, *use, func, scratch);
+        else
+          load.setCopy(CopyKind::CpAsync);
+      }
     });
   }
 };

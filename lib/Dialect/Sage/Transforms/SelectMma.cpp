@@ -30,9 +30,13 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
       bool wgmma =
           hasWgmma && fitsWgmma(result.getDimSize(0), result.getDimSize(1), k,
                                 lhs.getElementTypeBitWidth(), warps);
-      op->setAttr("mma",
-                  MmaKindAttr::get(op->getContext(),
-                                   wgmma ? MmaKind::Wgmma : MmaKind::MmaSync));
+      // An A computed in the program (not loaded) already lives in
+      // registers: wgmma takes it from there.
+      bool aInRegisters = !op->getOperand(0).getDefiningOp<LoadOp>();
+      MmaKind kind = !wgmma         ? MmaKind::MmaSync
+                     : aInRegisters ? MmaKind::WgmmaRegA
+                                    : MmaKind::Wgmma;
+      op->setAttr("mma", MmaKindAttr::get(op->getContext(), kind));
     });
   }
 };

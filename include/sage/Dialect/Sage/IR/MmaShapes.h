@@ -8,10 +8,18 @@
 #ifndef SAGE_DIALECT_SAGE_IR_MMASHAPES_H
 #define SAGE_DIALECT_SAGE_IR_MMASHAPES_H
 
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
 #include <algorithm>
 #include <cstdint>
 
 namespace mlir::sage {
+
+/// Both wgmma forms: operands from shared-memory descriptors, or A from
+/// registers.
+inline bool isWgmma(MmaKind kind) {
+  return kind == MmaKind::Wgmma || kind == MmaKind::WgmmaRegA;
+}
 
 /// K of one instruction: 32 bytes of each operand row (32 int8, 16 f16/bf16).
 inline int64_t mmaK(int64_t elemBits) { return 256 / elemBits; }

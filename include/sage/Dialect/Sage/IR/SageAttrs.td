@@ -63,12 +63,14 @@ def Sage_Int8SchemeAttr : Sage_Attr<"Int8Scheme", "int8",
 
 def Sage_MmaKind : I32EnumAttr<"MmaKind", "tensor-core instruction family", [
   I32EnumAttrCase<"MmaSync", 0, "mma_sync">,
-  I32EnumAttrCase<"Wgmma", 1, "wgmma">]> {
+  I32EnumAttrCase<"Wgmma", 1, "wgmma">,
+  I32EnumAttrCase<"WgmmaRegA", 2, "wgmma_reg_a">]> {
   let cppNamespace = "::mlir::sage";
 }
 
 def Sage_CopyKind : I32EnumAttr<"CopyKind", "how a tile reaches shared memory", [
-  I32EnumAttrCase<"CpAsync", 0, "cp_async">]> {
+  I32EnumAttrCase<"CpAsync", 0, "cp_async">,
+  I32EnumAttrCase<"Tma", 1, "tma">]> {
   let cppNamespace = "::mlir::sage";
 }
 

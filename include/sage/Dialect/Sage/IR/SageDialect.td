@@ -40,6 +40,11 @@ def Sage_Dialect : Dialect {
       power of two from 1 to 16.
     - `sage.shared_memory` (integer, on a function): bytes of dynamic shared
       memory the kernel needs at launch; set by the lowering.
+    - `sage.global_scratch` (integer, on a function): bytes of global memory
+      each program needs, a multiple of 128 (one TMA tensor map each); set by
+      `sage-select-copies`, which also appends the `!sage.ptr<i8>` argument
+      that points at it. The launcher allocates programs × bytes and passes
+      the address as that last argument.
     - `sage.alignment` (integer, on a `!sage.ptr` kernel argument): a promise
       that the address is a multiple of this many bytes (a power of two).
     - `sage.divisibility` (integer, on an integer kernel argument): a promise
@@ -62,6 +67,8 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
     static constexpr ::llvm::StringLiteral kSharedMemoryAttrName =
         "sage.shared_memory";
+    static constexpr ::llvm::StringLiteral kGlobalScratchAttrName =
+        "sage.global_scratch";
     static constexpr ::llvm::StringLiteral kDivisibilityAttrName =
         "sage.divisibility";
     static constexpr ::llvm::StringLiteral kAlignmentAttrName =

@@ -61,19 +61,67 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
         : !sage.ptr<f16> -> tensor<64x128xf16>
     ```
 
-    `via cp_async` (set by `sage-select-copies` on a load that only feeds a
-    matmul operand) copies the tile straight from global to shared memory
-    with `cp.async` inside the matmul's lowering, instead of through
-    registers.
+    `via cp_async` and `via tma map %m` are set by `sage-select-copies` on a
+    load that only feeds a matmul operand: the matmul's lowering then copies
+    the tile straight from global to shared memory, with `cp.async` or with
+    the copy engine (TMA) reading the tensor map `%m` of the same view,
+    instead of through registers. The value read is the same.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
                    Variadic<I64>:$strides, Variadic<I64>:$bounds,
+                   Optional<Sage_TensorMapType>:$map,
                    OptionalAttr<Sage_CopyKind>:$copy);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
     $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
-    (`via` $copy^)? attr-dict `:` qualified(type($ptr)) `->` type($result)
+    (`via` $copy^)? (`map` $map^)? attr-dict `:` qualified(type($ptr)) `->`
+    type($result)
+  }];
+}
+
+def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
+    AttrSizedOperandSegments, MemoryEffects<[MemWrite]>]> {
+  let summary = "build a TMA tensor map of a strided 2-D view on the device";
+  let description = [{
+    Describes the view `ptr`/`strides`/`bounds` (as `sage.load` reads it) to
+    the copy engine, for boxes of `box` elements. Dimension `inner` has unit
+    stride; it must span a multiple of 16 bytes, as must the other stride.
+    The map is written to the 128 bytes at `scratch + (program * count +
+    slot) * 128`, where `program` is the linear program index and `count`
+    the number of maps each program builds (the function's
+    `sage.global_scratch` divided by 128); the launcher allocates that
+    global scratch. Every thread of the program must reach the op.
+
+    The box lands in shared memory in 16-byte chunks of the inner dimension,
+    chunk-major: `[inner / 16 bytes][outer][16 bytes]`, which is the K-major
+    core-matrix layout wgmma reads without swizzling. Boxes past the bounds
+    are zero-filled, so tails need no masking.
+
+    ```mlir
+    %m = sage.make_tensor_map %a strides [%k, %c1] bounds [%m, %k]
+        box [64, 128] inner 1 scratch %s[0]
+        : !sage.ptr<i8>
+    ```
+
+    `sage-select-copies` creates these, hoisted to where their operands are
+    defined, so that a loop builds its maps once.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$strides,
+                   Variadic<I64>:$bounds, Sage_PtrType:$scratch,
+                   DenseI64ArrayAttr:$box,
+                   ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<1>]>:$inner,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
+  let results = (outs Sage_TensorMapType:$result);
+  let assemblyFormat = [{
+    $ptr `strides` `[` $strides `]` `bounds` `[` $bounds `]` `box` $box
+    `inner` $inner `scratch` $scratch `[` $slot `]` attr-dict `:`
+    qualified(type($ptr)) `,` qualified(type($scratch))
+  }];
+  let extraClassDeclaration = [{
+    /// Bytes of one tensor map in global memory.
+    static constexpr int64_t kBytes = 128;
   }];
 }
 

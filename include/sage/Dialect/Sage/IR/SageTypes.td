@@ -20,6 +20,17 @@ def Sage_PtrType : TypeDef<Sage_Dialect, "Ptr"> {
   let genVerifyDecl = 1;
 }
 
+def Sage_TensorMapType : TypeDef<Sage_Dialect, "TensorMap"> {
+  let mnemonic = "tensor_map";
+  let summary = "a TMA tensor map (descriptor) built by the running program";
+  let description = [{
+    The result of `sage.make_tensor_map`: the 128-byte descriptor the copy
+    engine of sm_90a reads to move a box of a global tensor into shared
+    memory. It lives in global memory (the copy engine cannot read it from
+    shared memory) and is only used by `sage.load ... via tma`.
+  }];
+}
+
 // Tiles: statically shaped rank-2 tensors.
 class Sage_TileOf<list<Type> allowed, string desc>
     : Type<And<[TensorOf<allowed>.predicate, HasAnyRankOfPred<[2]>,

@@ -32,6 +32,10 @@ public:
   bool hasCpAsync() const { return capability >= 80; }
   /// wgmma exists only with the architecture-specific sm_90a features.
   bool hasWgmma() const { return archSpecific && capability == 90; }
+  /// TMA copies with tensor maps built on the device (`tensormap.replace`
+  /// is an sm_90a feature), from PTX ISA kTmaMinPtxVersion on.
+  bool hasTma() const { return archSpecific && capability == 90; }
+  static constexpr unsigned kTmaMinPtxVersion = 83;
   /// The oldest PTX ISA (times ten) that can target this architecture.
   unsigned getMinPtxVersion() const;
 

@@ -49,8 +49,11 @@ def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
     the module's `sage.target`, `sage.num_warps` and the tile shapes, so the
     choice is visible in dumps and testable apart from the lowering. On
     `sm_90a`, matmuls whose output rows split into 64-row blocks per
-    warpgroup (and whose width is a legal wgmma N) get `wgmma`
-    (m64nNk32 for INT8, m64nNk16 for f16/bf16); everything else gets
+    warpgroup (and whose width is a legal wgmma N) get a wgmma form
+    (m64nNk32 for INT8, m64nNk16 for f16/bf16): `wgmma_reg_a` when A is
+    computed in the program (it lives in registers: quantized, or P of the
+    attention), `wgmma` (both operands from shared-memory descriptors) when
+    A is loaded from memory; everything else gets
     `mma_sync` (m16n8k32 / m16n8k16), which runs from sm_80 on. A choice
     already present is kept.
   }];
@@ -82,7 +85,21 @@ def SageSelectCopies : Pass<"sage-select-copies", "::mlir::ModuleOp"> {
     is a multiple of 16 bytes, and the base pointer, the other stride and the
     offsets are known to keep every piece 16-byte aligned (from constants and
     `sage.alignment` / `sage.divisibility` kernel-argument attributes).
+
+    On sm_90a (with `ptx-version` 83 or newer) a load that feeds a wgmma
+    operand goes `via tma` instead when, beyond the above, its bound along
+    the contracted dimension is a multiple of 16 bytes (TMA fills whole
+    16-byte chunks) and the tile has at most 256 rows. The pass then builds
+    a `sage.make_tensor_map` of the load's view right after the last of
+    that view's values is defined (so a loop that walks a fixed view builds
+    its map once), gives the function a trailing `!sage.ptr<i8>` argument
+    for the maps' global home, and records its size per program in
+    `sage.global_scratch`.
   }];
+  let options = [
+    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
+           "PTX ISA version x10 the kernel is translated with">,
+  ];
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
 

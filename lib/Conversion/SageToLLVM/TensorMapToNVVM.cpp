@@ -1,0 +1,220 @@
+//===- TensorMapToNVVM.cpp - tensor maps and TMA copies -------------------===//
+//
+// sage.make_tensor_map assembles the 128-byte map in shared memory with
+// tensormap.replace (warp 0; lane 0 writes the fields), then publishes it to
+// the program's global slot with tensormap.cp_fenceproxy: the copy engine
+// reads maps only from global, constant or parameter memory. The view is
+// described as a 3-D tensor of bytes {16, outer, inner / 16}, whose box lands
+// chunk-major in shared memory (see sage.make_tensor_map).
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
+#include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Conversion/SageToLLVM/Tma.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+/// Bytes per chunk of the inner dimension (the map's dimension 0).
+static constexpr int64_t kChunkBytes = 16;
+
+namespace {
+
+struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(MakeTensorMapOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    auto func = op->getParentOfType<FunctionOpInterface>();
+    auto scratchBytes = func ? func->getAttrOfType<IntegerAttr>(
+                                   SageDialect::kGlobalScratchAttrName)
+                             : IntegerAttr();
+    if (!scratchBytes)
+      return rw.notifyMatchFailure(op, "function has no global scratch");
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
+    auto i64Const = [&](int64_t v) {
+      return arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(v));
+    };
+    auto toI64 = [&](Value v) {
+      return arith::ExtUIOp::create(rw, loc, i64, v);
+    };
+    auto toI32 = [&](Value v) {
+      return arith::TruncIOp::create(rw, loc, i32, v);
+    };
+
+    // This program's slot: scratch + (program * maps + slot) * 128.
+    Value program = toI64(NVVM::BlockIdZOp::create(rw, loc, i32));
+    program = arith::AddIOp::create(
+        rw, loc, toI64(NVVM::BlockIdYOp::create(rw, loc, i32)),
+        arith::MulIOp::create(rw, loc, program,
+                              toI64(NVVM::GridDimYOp::create(rw, loc, i32))));
+    program = arith::AddIOp::create(
+        rw, loc, toI64(NVVM::BlockIdXOp::create(rw, loc, i32)),
+        arith::MulIOp::create(rw, loc, program,
+                              toI64(NVVM::GridDimXOp::create(rw, loc, i32))));
+    int64_t maps = scratchBytes.getInt() / MakeTensorMapOp::kBytes;
+    Value offset = arith::MulIOp::create(
+        rw, loc,
+        arith::AddIOp::create(
+            rw, loc, arith::MulIOp::create(rw, loc, program, i64Const(maps)),
+            i64Const(op.getSlot())),
+        i64Const(MakeTensorMapOp::kBytes));
+    Value map = LLVM::GEPOp::create(rw, loc, adaptor.getScratch().getType(),
+                                    rw.getI8Type(), adaptor.getScratch(),
+                                    ValueRange{offset});
+    Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, map);
+
+    // The view as bytes: {16, outer rows, inner chunks}.
+    int64_t inner = op.getInner(), outer = 1 - inner;
+    int64_t elemBytes =
+        op.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
+    auto chunks = [&](Value elements) {
+      return arith::DivUIOp::create(
+          rw, loc,
+          arith::MulIOp::create(rw, loc, elements, i64Const(elemBytes)),
+          i64Const(kChunkBytes));
+    };
+    std::array<Value, 3> globalDims = {
+        c.constant(kChunkBytes), toI32(adaptor.getBounds()[outer]),
+        toI32(chunks(adaptor.getBounds()[inner]))};
+    std::array<Value, 3> boxDims = {
+        c.constant(kChunkBytes), c.constant(op.getBox()[outer]),
+        c.constant(op.getBox()[inner] * elemBytes / kChunkBytes)};
+    std::array<Value, 2> strides = {
+        arith::MulIOp::create(rw, loc, adaptor.getStrides()[outer],
+                              i64Const(elemBytes)),
+        i64Const(kChunkBytes)};
+
+    // Warp 0 zeroes the staging bytes, lane 0 fills in every field.
+    Value staging = sharedAddress(rw, loc, c.constant(0));
+    Value warp0 = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq,
+                                        c.warp, c.constant(0));
+    Value lane0 = arith::AndIOp::create(
+        rw, loc, warp0,
+        arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, c.lane,
+                              c.constant(0)));
+    Value word = arith::AddIOp::create(
+        rw, loc, staging,
+        arith::MulIOp::create(rw, loc, c.lane, c.constant(4)));
+    inlinePtx(rw, loc, Type(), {word, warp0}, "@$1 st.shared.b32 [$0], 0;",
+              "r,b");
+    inlinePtx(rw, loc, Type(), {}, "bar.warp.sync -1;", "");
+    // `name` is the field and its width; `ord` picks the dimension.
+    auto field = [&](StringRef name, std::optional<int64_t> ord, Value value,
+                     StringRef constraint) {
+      std::string dim = ord ? (Twine(*ord) + ", ").str() : std::string();
+      inlinePtx(rw, loc, Type(), {staging, value, lane0},
+                ("@$2 tensormap.replace.tile." + name + ".shared::cta.b1024." +
+                 (constraint == "l" ? "b64" : "b32") + " [$0], " + dim + "$1;")
+                    .str(),
+                ("r," + constraint + ",b").str());
+    };
+    field("global_address", std::nullopt,
+          LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getPtr()), "l");
+    // rank holds the rank minus one; the layout fields are 0: bytes (U8), no
+    // interleave, no swizzle, zero fill.
+    for (auto [name, value] : {std::pair<StringRef, int>{"rank", 2},
+                               {"elemtype", 0},
+                               {"interleave_layout", 0},
+                               {"swizzle_mode", 0},
+                               {"fill_mode", 0}})
+      inlinePtx(rw, loc, Type(), {staging, lane0},
+                ("@$1 tensormap.replace.tile." + name +
+                 ".shared::cta.b1024.b32 [$0], " + Twine(value) + ";")
+                    .str(),
+                "r,b");
+    for (int64_t d = 0; d < 3; ++d) {
+      field("box_dim", d, boxDims[d], "r");
+      field("global_dim", d, globalDims[d], "r");
+      field("element_stride", d, c.constant(1), "r");
+    }
+    for (int64_t d = 0; d < 2; ++d)
+      field("global_stride", d, strides[d], "l");
+    inlinePtx(rw, loc, Type(), {}, "bar.warp.sync -1;", "");
+    inlinePtx(rw, loc, Type(), {mapAddress, staging, warp0},
+              "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::"
+              "generic.release.gpu.sync.aligned [$0], [$1], 128;",
+              "l,r,b");
+    // Warp 0 (thread 0 issues every copy) sees the published map.
+    inlinePtx(rw, loc, Type(), {mapAddress, warp0},
+              "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
+              "l,b");
+    barrier(rw, loc); // the staging bytes are scratch again
+    rw.replaceOp(op, map);
+    return success();
+  }
+};
+
+} // namespace
+
+static Value isThread0(ThreadCoords &c) {
+  return arith::CmpIOp::create(c.b, c.loc, arith::CmpIPredicate::eq, c.tid,
+                               c.constant(0));
+}
+
+void mlir::sage::issueTmaCopies(ThreadCoords &c, int64_t barrierOffset,
+                                ArrayRef<TmaBox> boxes) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value first = isThread0(c);
+  Value bar = sharedAddress(b, loc, c.constant(barrierOffset));
+  int64_t bytes = 0;
+  for (const TmaBox &box : boxes)
+    bytes += box.bytes;
+  inlinePtx(b, loc, Type(), {bar, first},
+            "@$1 mbarrier.init.shared::cta.b64 [$0], 1;", "r,b");
+  // The copy engine (async proxy) must see the initialised barrier.
+  inlinePtx(b, loc, Type(), {first}, "@$0 fence.mbarrier_init.release.cluster;",
+            "b");
+  inlinePtx(b, loc, Type(), {bar, c.constant(bytes), first},
+            "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+            "r,r,b");
+  for (const TmaBox &box : boxes) {
+    Value chunk = arith::DivUIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, box.innerStart,
+                              arith::ConstantOp::create(
+                                  b, loc, b.getI64IntegerAttr(box.elemBytes))),
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(kChunkBytes)));
+    Value dst = sharedAddress(b, loc, c.constant(box.dstOffset));
+    Value mapAddress = LLVM::PtrToIntOp::create(b, loc, i64, box.map);
+    inlinePtx(b, loc, Type(),
+              {dst, mapAddress, c.constant(0),
+               arith::TruncIOp::create(b, loc, i32, box.outerStart),
+               arith::TruncIOp::create(b, loc, i32, chunk), bar, first},
+              "@$6 cp.async.bulk.tensor.3d.shared::cluster.global.tile."
+              "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
+              "r,l,r,r,r,r,b");
+  }
+}
+
+void mlir::sage::waitTmaCopies(ThreadCoords &c, int64_t barrierOffset) {
+  Value bar = sharedAddress(c.b, c.loc, c.constant(barrierOffset));
+  // The barrier completes its first phase (parity 0) when the bytes land.
+  inlinePtx(c.b, c.loc, Type(), {bar},
+            "{\n\t.reg .pred done;\n\tsage_tma_wait:\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], 0;\n\t"
+            "@!done bra sage_tma_wait;\n\t}",
+            "r");
+}
+
+void mlir::sage::releaseTmaBarrier(ThreadCoords &c, int64_t barrierOffset) {
+  Value bar = sharedAddress(c.b, c.loc, c.constant(barrierOffset));
+  inlinePtx(c.b, c.loc, Type(), {bar, isThread0(c)},
+            "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
+}
+
+void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
+                                                 RewritePatternSet &patterns) {
+  patterns.add<MakeTensorMapLowering>(converter, patterns.getContext());
+}
