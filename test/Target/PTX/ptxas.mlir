@@ -1,5 +1,5 @@
 // ptxas accepts the PTX of every example for sm_90a and sm_80, with no
-// spills.
+// spills, on every path (both wgmma forms, TMA and cp.async copies).
 // REQUIRES: ptxas
 // RUN: sage-translate %S/../../../examples/quant_matmul.mlir --arch=sm_90a -o %t.sm90.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.sm90.ptx -o %t.sm90.cubin 2>&1 | FileCheck %s
@@ -7,6 +7,30 @@
 // RUN: %ptxas -arch=sm_80 -v %t.sm80.ptx -o %t.sm80.cubin 2>&1 | FileCheck %s
 // RUN: sage-translate %S/../../../examples/sagebwd_forward.mlir --arch=sm_90a -o %t.fwd.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fwd.ptx -o %t.fwd.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/sagebwd_forward.mlir --arch=sm_80 -o %t.fwd80.ptx
+// RUN: %ptxas -arch=sm_80 -v %t.fwd80.ptx -o %t.fwd80.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/quantize_tile.mlir --arch=sm_90a -o %t.qt.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.qt.ptx -o %t.qt.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/quantize_tile.mlir --arch=sm_80 -o %t.qt80.ptx
+// RUN: %ptxas -arch=sm_80 -v %t.qt80.ptx -o %t.qt80.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/half_matmul.mlir --arch=sm_90a -o %t.hm.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.hm.ptx -o %t.hm.cubin 2>&1 | FileCheck %s
+// RUN: sage-translate %S/../../../examples/half_matmul.mlir --arch=sm_80 -o %t.hm80.ptx
+// RUN: %ptxas -arch=sm_80 -v %t.hm80.ptx -o %t.hm80.cubin 2>&1 | FileCheck %s
+
+// Each wgmma form on sm_90a: quant_matmul's A is quantized in the kernel
+// (register A, chosen by sage-select-mma), half_matmul's is loaded
+// (descriptors); the other form of each is forced.
+// RUN: FileCheck %s --check-prefix=REGA --input-file=%t.sm90.ptx
+// RUN: FileCheck %s --check-prefix=DESC --input-file=%t.hm.ptx
+// RUN: sed -E 's/(sage\.qmatmul [^:]*contract\(1, 1\))/\1 using wgmma/' %S/../../../examples/quant_matmul.mlir | sage-translate - --arch=sm_90a -o %t.qdesc.ptx
+// RUN: FileCheck %s --check-prefix=DESC --input-file=%t.qdesc.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.qdesc.ptx -o %t.qdesc.cubin 2>&1 | FileCheck %s
+// RUN: sed -E 's/(sage\.matmul [^:]*contract\(1, 1\))/\1 using wgmma_reg_a/' %S/../../../examples/half_matmul.mlir | sage-translate - --arch=sm_90a -o %t.hrega.ptx
+// RUN: FileCheck %s --check-prefix=REGA --input-file=%t.hrega.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.hrega.ptx -o %t.hrega.cubin 2>&1 | FileCheck %s
+// REGA: wgmma.mma_async.sync.aligned.m64n64k{{16|32}}.{{[a-z0-9.]+}} {{[{]}}{{[^}]*}}}, {{[{]}}%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, p
+// DESC: wgmma.mma_async.sync.aligned.m64n64k{{16|32}}.{{[a-z0-9.]+}} {{[{]}}{{[^}]*}}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, p
 
 // CHECK-NOT: error
 // CHECK: 0 bytes spill stores, 0 bytes spill loads
