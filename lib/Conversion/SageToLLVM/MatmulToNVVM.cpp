@@ -69,8 +69,8 @@ struct MatmulGeometry {
   /// together).
   int64_t chunkPitch(int64_t rows) const { return rows * kChunkBytes; }
   OperandLayout layoutOf(bool lhs) const {
-    bool rows = kind == MmaKind::MmaSync || (lhs && kind == MmaKind::WgmmaRegA);
-    return rows ? OperandLayout::PaddedRows : OperandLayout::CoreMatrices;
+    return readsFromDescriptor(kind, lhs) ? OperandLayout::CoreMatrices
+                                          : OperandLayout::PaddedRows;
   }
   int64_t operandBytes(bool lhs) const {
     int64_t rows = lhs ? m : n;
@@ -233,8 +233,7 @@ static void stageOperandAsync(ThreadCoords &c, const MatmulGeometry &g,
         c.constant(perPiece));
     Value dst = arith::AddIOp::create(
         b, loc, operandOffset(c, g, layout, rows, row, k), c.constant(base));
-    Value dstAddr = LLVM::PtrToIntOp::create(b, loc, b.getI32Type(),
-                                             getScratchPtr(b, loc, dst));
+    Value dstAddr = sharedAddress(b, loc, dst);
     Value gRow = arith::AddIOp::create(
         b, loc, rowStart, arith::ExtUIOp::create(b, loc, i64, row));
     Value gK = arith::AddIOp::create(b, loc, kStart,
@@ -547,9 +546,10 @@ static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t blk = 0; blk < blocks; ++blk) {
     // First row of this warpgroup's block, then its byte offset.
-    Value blockIndex = blockIndexOf(blk);
-    Value aBlock =
-        arith::MulIOp::create(b, loc, blockIndex, c.constant(64 * kChunkBytes));
+    // Where this block of A starts in its core matrices (descriptor form).
+    Value aBlock = regA ? Value()
+                        : arith::MulIOp::create(b, loc, blockIndexOf(blk),
+                                                c.constant(64 * kChunkBytes));
     for (int64_t ks = 0; ks < steps; ++ks) {
       // Each step takes two chunks (32 bytes) of K.
       Value descB = wgmmaDescriptor(

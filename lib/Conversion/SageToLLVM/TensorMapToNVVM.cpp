@@ -23,8 +23,7 @@
 using namespace mlir;
 using namespace mlir::sage;
 
-/// Bytes per chunk of the inner dimension (the map's dimension 0).
-static constexpr int64_t kChunkBytes = 16;
+static constexpr int64_t kChunkBytes = MakeTensorMapOp::kChunkBytes;
 
 namespace {
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sage.compiler.library import DEFAULT_PTX_VERSION
 from sage.runtime import parse_kernel_header
 
 try:
@@ -97,8 +98,8 @@ def load_kernel(tmp_path_factory, record):
             source = (ROOT / "examples" / f"{name}.mlir").read_text()
             if mma:
                 source = force_mma(source, mma)
-            ptx = (compiler.compile(source, arch=arch, ptx_version=ptx_version) if ptx_version
-                   else compiler.compile(source, arch=arch))
+            ptx = compiler.compile(source, arch=arch,
+                                   ptx_version=ptx_version or DEFAULT_PTX_VERSION)
         else:
             path = PTX_DIR / f"{name}.{arch}{suffix}.ptx"
             if not path.exists():

@@ -71,6 +71,22 @@ LogicalResult SageDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   return success();
 }
 
+/// A function's byte count: a non-negative integer, a multiple of `unit`.
+static LogicalResult verifyFunctionBytes(Operation *op, NamedAttribute attr,
+                                         int64_t unit) {
+  StringRef name = attr.getName().getValue();
+  auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitError() << "'" << name << "' applies to functions only";
+  if (!bytes || bytes.getInt() < 0 || bytes.getInt() % unit != 0) {
+    InFlightDiagnostic diag = op->emitError() << "'" << name << "' must be a ";
+    if (unit == 1)
+      return diag << "non-negative integer";
+    return diag << "non-negative multiple of " << unit;
+  }
+  return success();
+}
+
 LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -85,25 +101,13 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "a sage kernel must not return values";
     return success();
   }
-  if (name == kSharedMemoryAttrName) {
-    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<FunctionOpInterface>(op))
-      return op->emitError() << "'" << name << "' applies to functions only";
-    if (!bytes || bytes.getInt() < 0)
-      return op->emitError()
-             << "'" << name << "' must be a non-negative integer";
-    return success();
-  }
+  if (name == kSharedMemoryAttrName)
+    return verifyFunctionBytes(op, attr, 1);
   if (name == kGlobalScratchAttrName) {
-    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
-    auto func = dyn_cast<FunctionOpInterface>(op);
-    if (!func)
-      return op->emitError() << "'" << name << "' applies to functions only";
-    if (!bytes || bytes.getInt() < 0 ||
-        bytes.getInt() % MakeTensorMapOp::kBytes != 0)
-      return op->emitError()
-             << "'" << name << "' must be a non-negative multiple of "
-             << MakeTensorMapOp::kBytes;
+    if (failed(verifyFunctionBytes(op, attr, MakeTensorMapOp::kBytes)))
+      return failure();
+    auto func = cast<FunctionOpInterface>(op);
+    auto bytes = cast<IntegerAttr>(attr.getValue());
     // The launcher passes the scratch address as the last argument (checked
     // while the signature still has sage types; the lowering keeps it last).
     ArrayRef<Type> args = func.getArgumentTypes();

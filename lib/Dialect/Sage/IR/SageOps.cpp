@@ -98,10 +98,14 @@ LogicalResult LoadOp::verify() {
   return success();
 }
 
-/// The TMA limits a tensor map's box must meet (a box dimension spans at
-/// most 256 entries; 16-byte chunks of the inner dimension are one).
-static constexpr int64_t kMaxBoxEntries = 256;
-static constexpr int64_t kTmaChunkBytes = 16;
+bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,
+                                 Type elem) {
+  unsigned bits = elem.getIntOrFloatBitWidth();
+  int64_t innerBytes = box[inner] * (bits / 8), outer = box[1 - inner];
+  return bits % 8 == 0 && innerBytes % kChunkBytes == 0 &&
+         innerBytes / kChunkBytes <= kMaxBoxEntries && outer > 0 &&
+         outer <= kMaxBoxEntries;
+}
 
 LogicalResult MakeTensorMapOp::verify() {
   if (getStrides().size() != 2 || getBounds().size() != 2 ||
@@ -110,16 +114,13 @@ LogicalResult MakeTensorMapOp::verify() {
                             "bounds and a 2-D box";
   if (!getScratch().getType().getPointeeType().isInteger(8))
     return emitOpError() << "scratch must be a !sage.ptr<i8>";
-  int64_t inner = getInner(), outer = 1 - inner;
+  int64_t inner = getInner();
   APInt unit;
   if (!matchPattern(getStrides()[inner], m_ConstantInt(&unit)) || unit != 1)
     return emitOpError() << "stride of the inner dimension " << inner
                          << " must be the constant 1";
   Type elem = getPtr().getType().getPointeeType();
-  int64_t innerBytes = getBox()[inner] * (elem.getIntOrFloatBitWidth() / 8);
-  if (elem.getIntOrFloatBitWidth() % 8 != 0 || innerBytes % kTmaChunkBytes ||
-      innerBytes / kTmaChunkBytes > kMaxBoxEntries || getBox()[outer] <= 0 ||
-      getBox()[outer] > kMaxBoxEntries)
+  if (!isValidBox(getBox(), inner, elem))
     return emitOpError() << "box " << shapeStr(getBox()) << " of " << elem
                          << " must span whole 16-byte chunks (at most 256) "
                             "of the inner dimension and 1 to 256 rows";

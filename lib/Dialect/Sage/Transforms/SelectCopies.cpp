@@ -1,5 +1,6 @@
 //===- SelectCopies.cpp - choose asynchronous copies for matmul operands --===//
 
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/Sage/IR/TargetInfo.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
@@ -147,26 +148,19 @@ std::optional<MmaKind> mmaOf(Operation *matmul) {
   return cast<MatmulOp>(matmul).getMma();
 }
 
-/// TMA boxes hold at most 256 entries per dimension (rows, 16-byte chunks).
-constexpr int64_t kMaxBoxEntries = 256;
-
 /// Beyond an asynchronous copy, TMA fills whole 16-byte chunks (so the
-/// contracted bound must not end inside one) and writes the chunk-major
-/// layout of wgmma's shared-memory operands (not A of wgmma_reg_a, which
-/// goes to registers through conflict-free padded rows).
+/// contracted bound must not end inside one), its boxes have limits, and it
+/// writes the core-matrix layout only descriptor-read operands have.
 bool canCopyWithTma(LoadOp load, const CopyUse &use) {
   std::optional<MmaKind> kind = mmaOf(use.matmul);
-  if (kind != MmaKind::Wgmma &&
-      !(kind == MmaKind::WgmmaRegA && use.operand != 0))
+  if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0))
     return false;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
-  unsigned other = 1 - use.contract;
   return knownDivisor(load.getBounds()[use.contract]) * elemBytes >=
-             kCopyBytes &&
-         tile.getDimSize(other) <= kMaxBoxEntries &&
-         tile.getDimSize(use.contract) * elemBytes / kCopyBytes <=
-             kMaxBoxEntries;
+             MakeTensorMapOp::kChunkBytes &&
+         MakeTensorMapOp::isValidBox(tile.getShape(), use.contract,
+                                     tile.getElementType());
 }
 
 /// How deep `block` is nested in its function.

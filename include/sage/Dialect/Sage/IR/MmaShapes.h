@@ -21,6 +21,13 @@ inline bool isWgmma(MmaKind kind) {
   return kind == MmaKind::Wgmma || kind == MmaKind::WgmmaRegA;
 }
 
+/// Whether the instruction reads operand A (`lhs`) or B from a shared-memory
+/// descriptor, in wgmma's core-matrix layout (what a TMA box writes); the
+/// other operands are read as fragments from padded rows.
+inline bool readsFromDescriptor(MmaKind kind, bool lhs) {
+  return kind == MmaKind::Wgmma || (kind == MmaKind::WgmmaRegA && !lhs);
+}
+
 /// K of one instruction: 32 bytes of each operand row (32 int8, 16 f16/bf16).
 inline int64_t mmaK(int64_t elemBits) { return 256 / elemBits; }
 

@@ -122,6 +122,14 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
   let extraClassDeclaration = [{
     /// Bytes of one tensor map in global memory.
     static constexpr int64_t kBytes = 128;
+    /// Bytes of the inner dimension per entry of the map's dimension 0.
+    static constexpr int64_t kChunkBytes = 16;
+    /// A box dimension spans at most this many entries (rows, chunks).
+    static constexpr int64_t kMaxBoxEntries = 256;
+    /// Whether TMA can copy a `box` of `elem` with unit stride along `inner`:
+    /// whole 16-byte chunks of the inner dimension, 1 to 256 rows and chunks.
+    static bool isValidBox(::llvm::ArrayRef<int64_t> box, int64_t inner,
+                           ::mlir::Type elem);
   }];
 }
 
