@@ -1,0 +1,153 @@
+"""bench/sass_census.py: the SASS parser, the loop detection and the counts on
+hand-written listings (python/test/data/sass_census_*.sass), the ptxas -v
+parser, and one end-to-end census of a real SageBwd kernel (ptxas and a
+disassembler: cuobjdump, or nvdisasm from the nvidia-cuda-nvdisasm pip
+package of python/requirements-dev.txt)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from repo_files import load_bench
+
+census = load_bench("sass_census")
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _function(name: str):
+    (function,) = census.parse_sass((DATA / name).read_text())
+    return function
+
+
+def test_split_instruction():
+    assert census.split_instruction("@!P0 MUFU.EX2 R1, R2") == ("@!P0", "MUFU.EX2", "R1, R2")
+    assert census.split_instruction("@UPT BRA `(.L_x_1)") == ("@UPT", "BRA", "`(.L_x_1)")
+    assert census.split_instruction("EXIT") == ("", "EXIT", "")
+
+
+def test_parse_nvdisasm_listing():
+    function = _function("sass_census_nvdisasm.sass")
+    assert function.name == "sagebwd_forward"
+    assert len(function.instructions) == 38
+    assert [i.address for i in function.instructions] == list(range(0, 0x260, 0x10))
+    by_address = {i.address: i for i in function.instructions}
+    # Labels resolved to addresses, predicates split off.
+    assert by_address[0x140].target == 0x50 and by_address[0x140].predicate == "@!P0"
+    assert by_address[0x60].target == 0x1E0
+    assert by_address[0x240].target == 0x240
+    assert by_address[0x0B0].opcode == "F2I.S32.TRUNC.NTZ" and by_address[0x0B0].base == "F2I"
+    assert by_address[0x150].target is None
+
+
+def test_parse_cuobjdump_listing():
+    function = _function("sass_census_cuobjdump.sass")
+    assert function.name == "k_mean_kernel"
+    assert len(function.instructions) == 10
+    by_address = {i.address: i for i in function.instructions}
+    assert by_address[0x60].target == 0x20 and by_address[0x60].operands == "0x20"
+    assert by_address[0x50].target is None  # not a branch: its 0x10 is not a target
+    (loop,) = census.find_loops(function)
+    assert loop.header == 0x20 and loop.back_edges == (0x60,)
+    assert sorted(loop.addresses) == [0x20, 0x30, 0x40, 0x50, 0x60]
+    body = census.categorize(census.count_opcodes(
+        i for i in function.instructions if i.address in loop.addresses))
+    assert (body["FADD"], body["MUFU"], body["total"]) == (1, 0, 5)
+
+
+def test_loops_are_natural_loops_of_back_edges():
+    function = _function("sass_census_nvdisasm.sass")
+    loops = census.find_loops(function)
+    # Outermost first; the trap (BRA self after EXIT, unreachable) and the jumps
+    # back from out-of-line blocks (0x200 -> 0x70, 0x230 -> 0x120) are not loops.
+    assert [(loop.header, loop.back_edges, loop.size, loop.wait_loop) for loop in loops] == [
+        (0x30, (0x190,), 29, False), (0x50, (0x140,), 22, False), (0x1E0, (0x1F0,), 2, True)]
+    inner = loops[1]
+    # The inner loop owns its out-of-line wait loop and slow path.
+    assert {0x1E0, 0x1F0, 0x200, 0x210, 0x220, 0x230} <= inner.addresses
+    assert not {0x30, 0x40, 0x150, 0x1A0, 0x240} & inner.addresses
+    assert census.work_loops(loops) == [inner]
+
+
+def test_counts_whole_and_loop_body():
+    function = _function("sass_census_nvdisasm.sass")
+    whole = census.categorize(census.count_opcodes(function.instructions))
+    assert whole["total"] == 38
+    assert (whole["MUFU"], whole["MUFU.EX2"], whole["MUFU.RCP"], whole["MUFU.LG2"]) == (3, 1, 1, 1)
+    expected = dict(F2I=1, I2F=1, PRMT=1, FFMA=1, FMUL=1, FADD=0, STS=1, LDS=1, LDL=1, STL=1,
+                    BAR=1, SHFL=1, HGMMA=1, IGMMA=0, HMMA=0, LDG=1, STG=1)
+    assert {k: whole[k] for k in expected} == expected
+    record = census.census_function(function, threads=256, dynamic_smem=1024,
+                                    resources={"registers": 90},
+                                    constexprs={"D": 128, "BLOCK_M": 64, "BLOCK_N": 32})
+    body = record["loop_body"]
+    assert body["total"] == 22
+    assert (body["MUFU"], body["MUFU.EX2"], body["MUFU.LG2"], body.get("MUFU.RCP", 0)) == \
+        (2, 1, 1, 0)
+    loop_expected = dict(F2I=1, I2F=1, PRMT=1, FFMA=1, STS=1, LDS=1, LDL=0, STL=0, BAR=1,
+                         SHFL=0, HGMMA=1)
+    assert {k: body[k] for k in loop_expected} == loop_expected
+    # Per score element: count x 256 threads / (64 x 32).
+    assert record["per_element"]["MUFU"] == pytest.approx(2 * 256 / 2048)
+    assert record["per_element"]["total"] == pytest.approx(22 / 8)
+    assert "BLOCK_M * BLOCK_N = 2048" in record["per_element_formula"]
+    assert record["registers"] == 90 and record["instructions"] == 38
+    assert [loop["in_body"] for loop in record["loops"]] == [False, True, False]
+
+
+def test_parse_ptxas_log():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'sagebwd_backward' for 'sm_90a'
+ptxas info    : Function properties for sagebwd_backward
+    0 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 512 bytes smem, 720 bytes cmem[0]
+ptxas info    : Compiling entry function 'k_mean_kernel' for 'sm_90a'
+ptxas info    : Function properties for k_mean_kernel
+    16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, 400 bytes cmem[0]
+"""
+    assert census.parse_ptxas_log(log) == {
+        "sagebwd_backward": dict(stack=0, spill_stores=8, spill_loads=12, registers=255,
+                                 barriers=1, smem=512),
+        "k_mean_kernel": dict(stack=16, spill_stores=0, spill_loads=0, registers=40,
+                              barriers=0, smem=0)}
+
+
+def test_variants_are_what_the_speed_benchmark_runs():
+    variants = census.sagebwd_variants()
+    assert len(variants) == 16
+    names = [v.name for v in variants]
+    assert names[:8] == ["k_mean_kernel-d64", "quantize_q_kernel-d64", "quantize_kv_kernel-d64",
+                         "sagebwd_forward-d64", "sagebwd_forward-d64-causal",
+                         "sagebwd_backward_prepass-d64", "sagebwd_backward-d64",
+                         "sagebwd_backward-d64-causal"]
+    assert census.ELEMENTS["sagebwd_backward"].value({"BLOCK_M": 64, "BLOCK_N": 32}) == 2048
+
+
+DISASSEMBLER = census.find_disassembler()
+
+
+@pytest.mark.skipif(DISASSEMBLER is None, reason="no cuobjdump or nvdisasm "
+                    "(pip install -r python/requirements-dev.txt)")
+def test_end_to_end_k_mean(library, tmp_path):
+    """Compiles the K-mean kernel (D=64, one loop over key blocks) and runs the CLI."""
+    out_json, out_md = tmp_path / "census.json", tmp_path / "census.md"
+    status = census.main([str(out_json), str(out_md), "--d", "64", "--kernels", "k_mean",
+                          "--sass-dir", str(tmp_path / "sass")])
+    assert status == 0
+    results = json.loads(out_json.read_text())
+    assert results["errors"] == []
+    (row,) = results["rows"]
+    assert row["variant"] == "k_mean_kernel-d64" and row["threads"] == 256
+    assert row["registers"] > 0 and row["spill_stores"] == 0
+    body = row["loop_body"]
+    assert body is not None and sum(loop["in_body"] for loop in row["loops"]) >= 1
+    # The loop sums BLOCK_N rows of bf16 K into f32: loads and FADDs, no MUFU.
+    assert body["FADD"] > 0 and body["MUFU"] == 0 and body["F2I"] == 0
+    assert 0 < body["total"] < row["whole"]["total"]
+    assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 256 / (64 * 64))
+    assert (tmp_path / "sass" / "k_mean_kernel-d64.sass").stat().st_size > 0
+    assert results["disassembler"]["kind"] == DISASSEMBLER.kind
+    assert "k_mean_kernel-d64" in out_md.read_text()
