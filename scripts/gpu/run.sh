@@ -10,6 +10,7 @@
 #     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
+#     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #   default: tests example jit
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,6 +51,9 @@ for stage in "${stages[@]}"; do
       python3 bench/accuracy.py "$OUT/accuracy.json" "$OUT/accuracy.md" 2>&1 ;;
     speed)
       python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" 2>&1 ;;
+    census)
+      python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
+        --disassembler cuobjdump 2>&1 ;;
     *) echo "unknown stage: $stage"; false ;;
   esac
   rc=${PIPESTATUS[0]}
