@@ -125,7 +125,7 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
             device (not CUDA, or not q's), dtype (not f16/bf16, or not q's),
             k and v of different shapes, batch or head_dim differing from
             q's, head_dim not 64 or 128, an empty dimension, heads not a
-            multiple of kv_heads, causal with seq != seq_kv, scales not one of
+            multiple of kv_heads, causal with seq > seq_kv, scales not one of
             :data:`SCALES`.
     """
     layout = check_layout(layout)
@@ -159,9 +159,10 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
     if heads % kv_heads:
         raise _fail("k", f"kv_heads {kv_heads} must divide q's heads {heads} (GQA/MQA: "
                          f"each kv head serves heads / kv_heads query heads)")
-    if causal and n != n_kv:
-        raise _fail("causal", f"causal attention needs seq == seq_kv, got q seq {n} and "
-                              f"k/v seq {n_kv}")
+    if causal and n > n_kv:
+        raise _fail("causal", f"causal attention needs seq <= seq_kv (it is aligned "
+                              f"bottom-right: query i sees keys j <= i + seq_kv - seq), "
+                              f"got q seq {n} and k/v seq {n_kv}")
     return AttentionProblem(Shape(batch, heads, kv_heads, n, n_kv, d), q.dtype,
                             resolve_sm_scale(sm_scale, d), bool(causal), layout)
 

@@ -49,10 +49,13 @@ def test_bshd_layout_reads_seq_and_heads_swapped():
     assert problem.sm_scale == 0.3 and problem.layout == "bshd"
 
 
-def test_causal_needs_equal_lengths_and_accepts_them():
+def test_causal_needs_no_more_queries_than_keys():
     assert _check(k=(2, 2, 100, 64), causal=True).causal
-    with pytest.raises(AttentionArgumentError, match=r"argument causal: .*seq 100 .*seq 120"):
-        _check(causal=True)
+    assert _check(causal=True).causal  # 100 queries, 120 keys: aligned bottom-right
+    with pytest.raises(AttentionArgumentError,
+                       match=r"argument causal: causal attention needs seq <= seq_kv "
+                             r"\(it is aligned bottom-right.*seq 120 and k/v seq 100"):
+        _check(q=(2, 4, 120, 64), k=(2, 2, 100, 64), causal=True)
 
 
 @pytest.mark.parametrize("kwargs, pattern", [

@@ -90,3 +90,20 @@ def test_causal_masks_future_keys():
     upper = np.triu(np.ones((70, 70), bool), 1)
     assert not grads.p[..., upper].any() and not grads.ds[..., upper].any()
     np.testing.assert_allclose(grads.p.sum(axis=3), 1.0, atol=0.02)
+
+
+def test_causal_with_fewer_queries_is_aligned_bottom_right():
+    """Query i of N sees keys 0 .. i + Nkv - N (FlashAttention's alignment):
+    each row equals non-causal attention over exactly those keys."""
+    rng = np.random.default_rng(5)
+    n, n_kv, d = 5, 12, 64
+    q, k, v, do = (rng.standard_normal(s) for s in ((1, 1, n, d), (1, 1, n_kv, d),
+                                                     (1, 1, n_kv, d), (1, 1, n, d)))
+    causal = attention_reference(q, k, v, do, 0.125, causal=True)
+    for i in range(n):
+        last = i + n_kv - n + 1
+        row = attention_reference(q[:, :, i:i + 1], k[:, :, :last], v[:, :, :last],
+                                  do[:, :, i:i + 1], 0.125)
+        np.testing.assert_allclose(causal.o[:, :, i:i + 1], row.o, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"causal attention needs seq <= seq_kv, got 12 and 5"):
+        attention_reference(k, q, q, k, 0.125, causal=True)

@@ -31,6 +31,9 @@ CASES = {
     "causal_smooth_q_gqa_d128": (1, 4, 2, 100, 100, 128, "bfloat16", True, True, True, 64, 32),
     "d128_f16_tails": (2, 2, 2, 64, 97, 128, "float16", False, True, False, 64, 64),
     "causal_block_m_128": (1, 2, 2, 129, 129, 64, "float16", True, True, False, 128, 64),
+    # Causal with fewer queries than keys: aligned bottom-right (chunked prefill, decode).
+    "causal_bottom_right_gqa": (1, 4, 2, 70, 150, 64, "float16", True, True, True, 64, 64),
+    "causal_decode_d128": (1, 2, 1, 1, 77, 128, "bfloat16", True, True, False, 64, 32),
 }
 
 

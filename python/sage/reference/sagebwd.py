@@ -169,8 +169,8 @@ def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> 
                          f"{v.shape}")
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
         raise ValueError(f"incompatible q {q.shape} and k/v {k.shape}")
-    if causal and q.shape[2] != k.shape[2]:
-        raise ValueError(f"causal attention needs seq == seq_kv, got {q.shape[2]} "
+    if causal and q.shape[2] > k.shape[2]:
+        raise ValueError(f"causal attention needs seq <= seq_kv, got {q.shape[2]} "
                          f"and {k.shape[2]}")
 
 
@@ -191,11 +191,14 @@ def _f32_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (np.asarray(a, np.float32) * np.asarray(b, np.float32)).astype(np.float32)
 
 
-def _valid_mask(rows: np.ndarray, cols: np.ndarray, causal: bool) -> np.ndarray:
-    """Which (query row, key column) pairs are visible: key j sees query i iff j <= i."""
+def _valid_mask(rows: np.ndarray, cols: np.ndarray, causal: bool,
+                offset: int = 0) -> np.ndarray:
+    """Which (query row, key column) pairs are visible. Causal is aligned
+    bottom-right (as FlashAttention): query i sees key j iff
+    j <= i + offset, with offset = seq_kv - seq (0 for seq == seq_kv)."""
     mask = np.ones((rows.size, cols.size), bool)
     if causal:
-        mask &= cols[None, :] <= rows[:, None]
+        mask &= cols[None, :] <= rows[:, None] + offset
     return mask
 
 
@@ -257,7 +260,10 @@ def _qk_scales(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slic
     """The scales of Q^ tile i and K^ tile j as (rows, 1) and (keys, 1) float64
     columns: one per token (fine) or the block's scale repeated."""
     rows, keys = qs.stop - qs.start, ks.stop - ks.start
-    fine = saved.q_scale.shape[2] == saved.q_q.shape[2]
+    # Both sides: with one query (decode) a per-block Q scale array has as
+    # many entries as tokens.
+    fine = (saved.q_scale.shape[2] == saved.q_q.shape[2]
+            and saved.k_scale.shape[2] == saved.k_q.shape[2])
     if fine:
         return (saved.q_scale[b, h, qs].astype(np.float64)[:, None],
                 saved.k_scale[b, hk, ks].astype(np.float64)[:, None])
@@ -305,10 +311,11 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                 m = np.full((q1 - q0, 1), -np.inf)
                 l = np.zeros((q1 - q0, 1))
                 acc = np.zeros((q1 - q0, d))
-                stop = min(q0 + cfg.block_m, n_kv) if cfg.causal else n_kv
+                stop = min(q0 + cfg.block_m + n_kv - n, n_kv) if cfg.causal else n_kv
                 for j, k0, k1 in blocks(stop, cfg.block_n):
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
-                    s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal), s, -np.inf)
+                    s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n),
+                                 s, -np.inf)
                     p, m, l, alpha, p_max = softmax_update(s, m, l)
                     p_scale = (p_max.astype(np.float32) / np.float32(127)).astype(np.float32)
                     p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale)
@@ -357,7 +364,7 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
                 lse_i = fwd.lse[b, h, q0:q1, None]
                 delta_i = delta[b, h, q0:q1, None]
                 for j, k0, k1 in blocks(n_kv, cfg.block_n):
-                    mask = _valid_mask(rows, np.arange(k0, k1), cfg.causal)
+                    mask = _valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n)
                     if not mask.any():
                         continue  # the kernels skip these tiles (or they add zeros)
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
@@ -418,7 +425,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndar
     v64 = np.repeat(v.astype(np.float64), group, axis=1)
     z = sm_scale * np.einsum("bhid,bhjd->bhij", q64, k64)
     if causal:
-        z = np.where(_valid_mask(np.arange(n), np.arange(n_kv), True), z, -np.inf)
+        z = np.where(_valid_mask(np.arange(n), np.arange(n_kv), True, n_kv - n), z, -np.inf)
     zmax = z.max(axis=3, keepdims=True)
     e = np.exp(z - zmax)
     total = e.sum(axis=3, keepdims=True)

@@ -71,7 +71,9 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
     dv_acc = sl.zeros((BLOCK_N, D), sl.float32)
     start = 0
     if CAUSAL:
-        start = (col // BLOCK_M) * BLOCK_M  # first query block that sees this key block
+        # The first query block that sees this key block: query i sees key
+        # col iff i >= col - (N_KV - N) (bottom-right alignment).
+        start = (sl.maximum(col - (N_KV - N), 0) // BLOCK_M) * BLOCK_M
     # Operand tiles (K^_j, V_j, Q^_i) are loaded next to each matmul that uses
     # them rather than once per loop or per iteration: with the two BLOCK_N x D
     # f32 accumulators resident, keeping them in registers spills (D=128); a

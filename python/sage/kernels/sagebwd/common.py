@@ -147,12 +147,14 @@ def col_ids(col, BLOCK: int):
 
 def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
     """``BLOCK_M x BLOCK_N`` i1: query ``row+i`` exists, key ``col+j`` exists and,
-    when causal, ``col+j <= row+i`` (top-left aligned; causal needs N == Nkv)."""
+    when causal, ``col+j <= row+i + (n_kv - n)``: aligned bottom-right, as
+    FlashAttention, so the last query sees every key (causal needs
+    N <= Nkv; with N == Nkv this is ``j <= i``)."""
     rows = sl.broadcast(row_ids(row, BLOCK_M), (BLOCK_M, BLOCK_N))
     cols = sl.broadcast(col_ids(col, BLOCK_N), (BLOCK_M, BLOCK_N))
     mask = (rows < n) & (cols < n_kv)
     if CAUSAL:
-        mask = mask & (cols <= rows)
+        mask = mask & (cols <= rows + (n_kv - n))
     return mask
 
 

@@ -26,7 +26,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
     block (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with
     strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
-    CAUSAL (needs N == Nkv) stops at the diagonal block.
+    CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
     """
     block = sl.program_id(0)
     bh = sl.program_id(1)
@@ -43,7 +43,9 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
     acc = sl.zeros((BLOCK_M, D), sl.float32)
     stop = N_KV
     if CAUSAL:
-        stop = sl.minimum(row + BLOCK_M, N_KV)
+        # Bottom-right aligned: the block's last query sees keys up to
+        # row + BLOCK_M - 1 + (N_KV - N).
+        stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
     for col in sl.range(0, stop, BLOCK_N):
         kblock = col // BLOCK_N
         kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)

@@ -103,8 +103,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
     tiles = Tiles(cfg.block_m, cfg.block_n)
-    if cfg.causal and n != shape.n_kv:
-        raise ValueError(f"causal needs seq == seq_kv, got {n} and {shape.n_kv}")
+    if cfg.causal and n > shape.n_kv:
+        raise ValueError(f"causal needs seq <= seq_kv, got {n} and {shape.n_kv}")
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),
                "v": token_tensor(v, dtype, layout),
                "o": token_tensor(np.zeros(q.shape), cfg.out_dtype, layout)}
