@@ -37,14 +37,16 @@ std::string checkSharedParams(TileShape shape, unsigned elementBits,
 /// contiguous, K-major for an [M, K] or [N, K] operand), offsets in elements:
 ///
 ///   swizzleBytes = 0: chunk-major core matrices, [inner / 16 B][outer][16 B]
-///     (what `sage.make_tensor_map` boxes land as today). Outer % 8 == 0.
+///     (what `sage.make_tensor_map` boxes land as today). wgmma reads it
+///     when outer is a multiple of 8 (whole core matrices).
 ///   swizzleBytes = S in {32, 64, 128}: slabs of S bytes of the inner
 ///     dimension, [inner / S][outer][S], each slab one TMA box of the
 ///     matching swizzle mode; inside a slab, row r's chunk c is stored at
 ///     chunk c ^ ((r / (128 / S)) % (S / 16)), i.e. the byte-address bits
 ///     [4, 4 + log2(S/16)) XOR bits [7, 7 + log2(S/16)). For 128 B that is
 ///     chunk c ^ (r % 8) within 8-row x 128-byte atoms. Inner extent must be
-///     a multiple of S bytes, outer a multiple of 8.
+///     a multiple of S bytes, outer a multiple of 8, and the buffer aligned
+///     to 8 * S bytes (the swizzle reads absolute address bits).
 ///
 /// The result is bijective. Fatal error on parameters checkSharedParams
 /// rejects.
