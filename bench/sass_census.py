@@ -447,14 +447,19 @@ def find_disassembler(choice: str = "auto") -> Tool | None:
 
 def find_ptxas(choice: str | None = None) -> Tool:
     """``choice``, else the ptxas the compiler library runs (``$SAGE_PTXAS``, PATH,
-    $CUDA_HOME/bin, /usr/local/cuda/bin).
+    $CUDA_HOME/bin, /usr/local/cuda/bin), else (no library, ``--ptx`` files)
+    ptxas on PATH or in /usr/local/cuda/bin.
 
     Raises:
         FileNotFoundError: no ptxas.
     """
     if choice is None:
         from sage.compiler import CompilerLibrary  # noqa: PLC0415
-        found = CompilerLibrary().find_ptxas()
+        try:
+            found = CompilerLibrary().find_ptxas()
+        except (FileNotFoundError, ImportError):
+            found = shutil.which("ptxas") or next(
+                (p for p in ["/usr/local/cuda/bin/ptxas"] if os.access(p, os.X_OK)), None)
         if found is None:
             raise FileNotFoundError("no ptxas: install the CUDA toolkit or set SAGE_PTXAS")
         choice = str(found)
@@ -750,7 +755,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if consts is not None:
                     record["constexprs"] = consts
                 rows.append(record)
-    return {"environment": common.environment(), "command": " ".join(sys.argv),
+    return {"environment": common.environment(), "command": args.command,
             "ptxas": asdict(ptxas), "disassembler": asdict(disassembler),
             "variants": variants, "loop_method": LOOP_METHOD,
             "per_element_method": PER_ELEMENT_METHOD, "rows": rows, "errors": errors}
@@ -771,7 +776,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--disassembler", default="auto",
                         help="auto (cuobjdump, else nvdisasm), cuobjdump, nvdisasm, or a path")
     parser.add_argument("--sass-dir", help="also write each variant's SASS here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.command = " ".join(["python3", "bench/sass_census.py",
+                             *(sys.argv[1:] if argv is None else argv)])
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
