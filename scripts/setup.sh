@@ -9,7 +9,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools \
-  cmake ninja-build g++ zlib1g-dev libzstd-dev >/dev/null
+  cmake ninja-build g++ zlib1g-dev libzstd-dev libgtest-dev >/dev/null
 
 python3 -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
 
