@@ -1,25 +1,21 @@
-"""``sage.attention``: SageBwd INT8 attention as a ``torch.autograd.Function``.
+"""``sage.attention``: SageBwd INT8 attention for torch.
 
 Imported lazily by ``sage.attention`` (``import sage`` never imports torch).
-The kernels and their launch sequence are in
-:mod:`sage.kernels.sagebwd.torch_ops`; the argument checks (torch-free) in
-:mod:`sage.attention_checks`; docs/sagebwd.md "Attention API" describes it.
+The forward and the backward are the custom ops of :mod:`sage.attention_ops`
+(``torch.ops.sage.attention_fwd`` / ``attention_bwd``, connected by
+``register_autograd``), so ``torch.compile`` and CUDA graphs take them whole;
+this wrapper checks the arguments (:mod:`sage.attention_checks`, torch-free)
+and applies autocast before the op. docs/sagebwd.md "Attention API"
+describes it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from sage.attention_checks import AttentionArgumentError, TensorInfo, check_attention_args
-from sage.kernels.sagebwd import torch_ops
-
-if hasattr(torch.amp, "custom_fwd"):  # torch >= 2.4
-    _custom_fwd = torch.amp.custom_fwd(device_type="cuda")
-    _custom_bwd = torch.amp.custom_bwd(device_type="cuda")
-else:  # pragma: no cover - older torch
-    _custom_fwd, _custom_bwd = torch.cuda.amp.custom_fwd, torch.cuda.amp.custom_bwd
+from sage.attention_ops import attention_fwd
+from sage.jit.knobs import knobs
 
 
 def _autocast_dtype() -> torch.dtype | None:
@@ -30,57 +26,16 @@ def _autocast_dtype() -> torch.dtype | None:
         return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
 
 
-def _to_kernel_view(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """A (B, H, N, D) view of a tensor in ``layout`` (no copy unless its last
-    dimension is not unit-stride)."""
-    x = torch_ops.unit_last_stride(x)
-    return x.transpose(1, 2) if layout == "bshd" else x
-
-
-def _from_kernel_view(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """The inverse of :func:`_to_kernel_view` (a view)."""
-    return x.transpose(1, 2) if layout == "bshd" else x
-
-
-def _new_output(q: torch.Tensor, layout: str) -> torch.Tensor:
-    """O allocated contiguous in the user's layout, as a (B, H, N, D) view."""
-    return _to_kernel_view(torch.empty(q.shape, dtype=q.dtype, device=q.device), layout)
-
-
-class SageAttentionFunction(torch.autograd.Function):
-    """SageBwd forward and backward (see :func:`attention`). Inputs are already
-    checked, cast and in ``layout``."""
-
-    @staticmethod
-    @_custom_fwd
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str,
-                scales: str) -> torch.Tensor:
-        views = [_to_kernel_view(x, layout) for x in (q, k, v)]
-        o, _, saved = torch_ops.forward(*views, causal=causal, sm_scale=sm_scale,
-                                        smooth_k=smooth_k, smooth_q=smooth_q,
-                                        out=_new_output(q, layout), scales=scales)
-        ctx.layout = layout
-        ctx.plan = saved.plan
-        if any(ctx.needs_input_grad[:3]):
-            ctx.save_for_backward(*saved.tensors(for_backward=True))
-        return _from_kernel_view(o, layout)
-
-    @staticmethod
-    @_custom_bwd
-    def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        saved = torch_ops.Saved.from_tensors(ctx.plan, ctx.saved_tensors)
-        grads = torch_ops.backward(_to_kernel_view(do, ctx.layout), saved)[:3]
-        return tuple(_from_kernel_view(g, ctx.layout) if needed else None
-                     for g, needed in zip(grads, ctx.needs_input_grad[:3])) \
-            + (None,) * 6
+_DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 
 
 def _info(name: str, x: object) -> TensorInfo:
     if not isinstance(x, torch.Tensor):
         raise AttentionArgumentError(f"sage.attention: argument {name}: must be a "
                                      f"torch.Tensor, got {type(x).__name__}")
-    return TensorInfo(tuple(x.shape), str(x.dtype).rsplit(".", 1)[-1], str(x.device))
+    # A dict lookup, not str(dtype): torch.compile traces it without a break.
+    dtype = _DTYPE_NAMES.get(x.dtype) or str(x.dtype).rsplit(".", 1)[-1]
+    return TensorInfo(tuple(x.shape), dtype, str(x.device))
 
 
 def _autocast(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
@@ -173,9 +128,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     problem = check_attention_args(_info("q", q), _info("k", k), _info("v", v),
                                    causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
                                    smooth_q=smooth_q, layout=layout,
-                                   cuda_available=torch.cuda.is_available(), scales=scales)
-    return SageAttentionFunction.apply(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q,
-                                       layout, scales)
+                                   cuda_available=torch.cuda.is_available(), scales=scales,
+                                   interpret=knobs.interpret.get())
+    q, k, v = (_unit_last_stride(x) for x in (q, k, v))
+    return attention_fwd(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout,
+                         scales)[0]
 
 
-__all__ = ["AttentionArgumentError", "SageAttentionFunction", "attention"]
+def _unit_last_stride(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or a contiguous copy when its last dimension is not unit-stride
+    (outside the op, so its gradient flows back through the copy)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+__all__ = ["AttentionArgumentError", "attention"]

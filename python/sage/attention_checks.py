@@ -94,14 +94,16 @@ def resolve_sm_scale(sm_scale: object, head_dim: int) -> float:
     return value
 
 
-def _check_tensor(name: str, info: TensorInfo, layout: str, cuda_available: bool) -> None:
+def _check_tensor(name: str, info: TensorInfo, layout: str, cuda_available: bool,
+                  interpret: bool) -> None:
     if len(info.shape) != 4:
         raise _fail(name, f"must be 4-D {LAYOUTS[layout]} for layout {layout!r}, got "
                           f"{len(info.shape)}-D shape {tuple(info.shape)}")
-    if not info.device.startswith("cuda"):
+    if not info.device.startswith("cuda") and not (interpret and info.device == "cpu"):
         hint = "" if cuda_available else " (and no CUDA device is available to torch here)"
         raise _fail(name, f"is on {info.device}; sage.attention runs on CUDA tensors "
-                          f"only{hint}")
+                          f"only{hint}; SAGE_INTERPRET=1 runs CPU tensors in the "
+                          "interpreter (slow, for tests)")
     if info.dtype not in SUPPORTED_DTYPES:
         raise _fail(name, f"has dtype {info.dtype}; sage.attention takes float16 or "
                           "bfloat16 (float32 inputs are cast under torch.autocast)")
@@ -116,8 +118,11 @@ def _bhsd(shape: tuple[int, ...], layout: str) -> tuple[int, int, int, int]:
 def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal: object,
                          sm_scale: object, smooth_k: object, smooth_q: object,
                          layout: object, cuda_available: bool = True,
-                         scales: object = "fine") -> AttentionProblem:
+                         scales: object = "fine", interpret: bool = False) -> AttentionProblem:
     """Checks a ``sage.attention`` call; returns its problem.
+
+    ``interpret`` (``SAGE_INTERPRET=1``) accepts CPU tensors: they run in
+    the interpreter.
 
     Raises:
         AttentionArgumentError: naming the argument: layout, a flag that is no
@@ -134,7 +139,7 @@ def check_attention_args(q: TensorInfo, k: TensorInfo, v: TensorInfo, *, causal:
         check_flag(name, value)
     tensors = {"q": q, "k": k, "v": v}
     for name, info in tensors.items():
-        _check_tensor(name, info, layout, cuda_available)
+        _check_tensor(name, info, layout, cuda_available, interpret)
     for name in ("k", "v"):
         if tensors[name].device != q.device:
             raise _fail(name, f"is on {tensors[name].device}, q on {q.device}")

@@ -172,14 +172,19 @@ class JITFunction:
         """Launches on ``grid`` (a tuple, or a callable of the arguments by
         name) on the current PyTorch stream of the arguments' device."""
         if knobs.interpret.get():
-            from sage.jit.interpret import interpret
-            values, constexprs, _ = self.split(args, kwargs)
-            interpret(self.fn, self.runtime_params, grid_dims(grid, values), values,
-                      constexprs)
+            self.interpret(grid, *args, **kwargs)
             return
         call = self.bind(args, kwargs)
         kernel = self._compiled(call, device_arch(call.device))
         launch(kernel, grid, call)
+
+    def interpret(self, grid: Any, *args: Any, **kwargs: Any) -> None:
+        """Runs the launch on the CPU with :func:`sage.language.interpret`
+        (what :meth:`run` does under ``SAGE_INTERPRET=1``): numpy arrays,
+        ``sl.Buffer`` or torch tensors, written in place."""
+        from sage.jit.interpret import interpret
+        values, constexprs, _ = self.split(args, dict(kwargs))
+        interpret(self.fn, self.runtime_params, grid_dims(grid, values), values, constexprs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self.name} is a sage kernel: launch it with "

@@ -2,7 +2,8 @@
 on the CPU instead of the GPU.
 
 Pointer arguments may be numpy arrays, ``sl.Buffer`` (bf16 as float32) or
-torch tensors (any device): a tensor is copied to a numpy array (bf16
+torch tensors (any device, any non-negative strides): a tensor's memory,
+from its first element to its last, is copied to a numpy array (bf16
 through float32), the kernel runs, and the array is copied back into the
 tensor, so the caller sees its outputs written in place as on the GPU.
 """
@@ -20,10 +21,18 @@ def _torch_to_host(name: str, tensor: Any) -> tuple[Any, Callable[[], None]]:
     import sage.language as sl
     import torch
 
+    tensor = tensor.detach()
     if not tensor.is_contiguous():
-        raise ArgumentError(f"argument {name}: the interpreter needs a contiguous tensor")
+        # The kernel addresses a strided tensor from its first element through
+        # its strides: hand it the memory from there to the last element.
+        if any(stride < 0 for stride in tensor.stride()):
+            raise ArgumentError(f"argument {name}: the interpreter needs non-negative "
+                                f"strides, got {tensor.stride()}")
+        extent = 1 + sum((size - 1) * stride
+                         for size, stride in zip(tensor.shape, tensor.stride()))
+        tensor = tensor.as_strided((extent,), (1,))
     bf16 = tensor.dtype == torch.bfloat16
-    host = tensor.detach().to("cpu", torch.float32 if bf16 else tensor.dtype).numpy().copy()
+    host = tensor.to("cpu", torch.float32 if bf16 else tensor.dtype).numpy().copy()
 
     def write_back() -> None:
         tensor.copy_(torch.from_numpy(host).to(tensor.device, tensor.dtype))

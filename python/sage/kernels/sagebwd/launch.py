@@ -184,8 +184,9 @@ class BufferSpec:
     zeroed: bool = False
 
 
-#: A stand-in for a pointer argument the kernels do not touch in this variant.
-UNUSED = BufferSpec((1,), "float32")
+#: A stand-in for a pointer argument the kernels do not touch in this variant
+#: (zeroed: an op output, such as q_mean without smooth_q, must be deterministic).
+UNUSED = BufferSpec((1,), "float32", zeroed=True)
 
 
 def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,

@@ -117,17 +117,22 @@ def strides_of(x: torch.Tensor) -> Strides:
     return Strides(x.stride(0), x.stride(1), x.stride(2))
 
 
-def _allocate(specs: dict[str, BufferSpec], device: torch.device) -> dict[str, torch.Tensor]:
+def allocate(specs: dict[str, BufferSpec], device: torch.device) -> dict[str, torch.Tensor]:
+    """The buffers ``specs`` describe (zeroed where the kernels add into them)."""
     return {name: (torch.zeros if spec.zeroed else torch.empty)(
         spec.shape, dtype=_TORCH_DTYPES[spec.dtype], device=device)
         for name, spec in specs.items()}
 
 
 def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
-            store_p_ds: bool = False) -> None:
+            device: torch.device, store_p_ds: bool = False) -> None:
+    """Launches ``sequence``: on the GPU for CUDA tensors; CPU tensors run in
+    the interpreter (the CPU implementation of the ``sage::`` ops, for tests)."""
     all_grids = grids(plan.shape, plan.tiles)
     for name in sequence:
-        JIT_KERNELS[name][all_grids[name]](
+        kernel = JIT_KERNELS[name]
+        run = kernel.run if device.type == "cuda" else kernel.interpret
+        run(all_grids[name],
             *runtime_args(name, values), num_warps=plan.tiles.num_warps,
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                          smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
@@ -163,20 +168,37 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
     problem = check_attention_args(_info(q), _info(k), _info(v), causal=causal,
                                    sm_scale=sm_scale, smooth_k=smooth_k, smooth_q=smooth_q,
                                    layout="bhsd", scales=scales)
+    plan = plan_of(q, k, causal=causal, sm_scale=problem.sm_scale, smooth_k=smooth_k,
+                   smooth_q=smooth_q, scales=scales, tiles=tiles)
+    return run_forward(plan, q, k, v, out)
+
+
+def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
+            smooth_k: bool, smooth_q: bool, scales: str, tiles: Tiles | None = None) -> Plan:
+    """The :class:`Plan` of checked (B, H, N, D) / (B, Hkv, Nkv, D) views (sizes
+    may be symbolic: the fake implementations of the ``sage::`` ops use it)."""
+    batch, heads, n, d = q.shape
+    shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
+    return Plan(shape, tiles or default_tiles(d), causal, sm_scale, smooth_k, smooth_q,
+                q.dtype, scales)
+
+
+def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, Saved]:
+    """:func:`forward` for checked arguments and their plan (no checks)."""
     q, k, v = (unit_last_stride(x) for x in (q, k, v))
-    shape = problem.shape
-    plan = Plan(shape, tiles or default_tiles(shape.d), causal, problem.sm_scale, smooth_k,
-                smooth_q, q.dtype, scales)
+    shape = plan.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
     if tuple(o.shape) != tuple(q.shape) or o.dtype != q.dtype or o.device != q.device:
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device}, "
                          f"got {tuple(o.shape)} {o.dtype} on {o.device}")
-    buffers = _allocate(forward_buffers(shape, plan.tiles, smooth_q, plan.fine), q.device)
+    buffers = allocate(forward_buffers(shape, plan.tiles, plan.smooth_q, plan.fine),
+                        q.device)
     values: dict[str, Any] = dict(buffers, **scalar_args(shape, plan.sm_scale),
                                   q=q, k=k, v=v, o=o)
     for name in ("q", "k", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
-    _launch(forward_sequence(smooth_k), plan, values)
+    _launch(forward_sequence(plan.smooth_k), plan, values, q.device)
     saved = Saved(plan, v=v, o=o, **{name: buffers[name] for name in Saved.tensor_names()
                                      if name in buffers})
     return o, buffers["lse"], saved
@@ -205,18 +227,22 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
         raise ValueError(f"do must have O's shape {tuple(saved.o.shape)}, got "
                          f"{tuple(do.shape)}")
     do = unit_last_stride(do.to(plan.dtype))
-    buffers = _allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine),
+    buffers = allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine),
                         do.device)
     values: dict[str, Any] = dict(buffers, **scalar_args(plan.shape, plan.sm_scale), do=do,
                                   **{name: getattr(saved, name)
                                      for name in Saved.tensor_names()})
     for name in ("do", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
-    _launch(BACKWARD_SEQUENCE, plan, values, store_p_ds=store_p_ds)
+    _launch(BACKWARD_SEQUENCE, plan, values, do.device, store_p_ds=store_p_ds)
+    del values  # drops its references to the f32 workspaces
     extras = {"delta": buffers["delta"]}
     if store_p_ds:
         extras.update(p=buffers["p_out"], ds=buffers["ds_out"])
-    dq, dk, dv = (buffers[name].to(plan.dtype) for name in ("dq", "dk", "dv"))
+    # One at a time, each f32 workspace freed as soon as it is converted (peak memory).
+    dq = buffers.pop("dq").to(plan.dtype)
+    dk = buffers.pop("dk").to(plan.dtype)
+    dv = buffers.pop("dv").to(plan.dtype)
     return dq, dk, dv, extras
 
 
@@ -233,4 +259,4 @@ def natural_lse(q: torch.Tensor, lse: torch.Tensor, saved: Saved) -> torch.Tenso
 
 
 __all__ = ["FORWARD_ONLY", "JIT_KERNELS", "Plan", "Saved", "backward", "forward", "natural_lse",
-           "strides_of", "unit_last_stride"]
+           "allocate", "plan_of", "run_forward", "strides_of", "unit_last_stride"]

@@ -1,0 +1,134 @@
+"""The ``torch.library`` custom ops behind ``sage.attention``.
+
+* ``sage::attention_fwd(q, k, v, causal, sm_scale, smooth_k, smooth_q, layout,
+  scales) -> (o, lse, q_q, q_scale, q_mean, k_q, k_scale, k_mean)``
+* ``sage::attention_bwd(do, q_q, q_scale, q_mean, k_q, k_scale, v, o, lse,
+  causal, sm_scale, smooth_k, smooth_q, layout, scales) -> (dq, dk, dv)``
+
+As opaque ops, ``torch.compile`` keeps them whole in its graph (no graph
+break, nothing of the JIT traced), and CUDA graphs capture their launches.
+``register_fake`` gives their output shapes (symbolic sizes work) and
+``register_autograd`` connects the two. The ops take *checked* arguments:
+``sage.attention`` (:mod:`sage.attention_api`) checks them and applies
+autocast first. Both run the launch sequence of
+:mod:`sage.kernels.sagebwd.torch_ops`: on CUDA tensors the GPU kernels, on
+CPU tensors the same kernels in the interpreter (slow; it lets
+``torch.library.opcheck`` and ``torch.compile(backend="aot_eager")`` run
+without a GPU).
+
+q, k, v, do, o and the gradients are in ``layout`` ("bhsd" or "bshd"); the
+quantized tensors are the kernels' own (:class:`torch_ops.Saved`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from sage.kernels.sagebwd import torch_ops
+from sage.kernels.sagebwd.launch import backward_buffers, forward_buffers
+
+Tensor = torch.Tensor
+
+
+def to_kernel_view(x: Tensor, layout: str) -> Tensor:
+    """The (B, H, N, D) view of a tensor in ``layout`` (no copy)."""
+    return x.transpose(1, 2) if layout == "bshd" else x
+
+
+def _plan(q: Tensor, k: Tensor, causal: bool, sm_scale: float, smooth_k: bool,
+          smooth_q: bool, layout: str, scales: str) -> torch_ops.Plan:
+    return torch_ops.plan_of(to_kernel_view(q, layout), to_kernel_view(k, layout),
+                             causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
+                             smooth_q=smooth_q, scales=scales)
+
+
+def _new_output(q: Tensor) -> Tensor:
+    """O: contiguous in the user's layout (q's shape and dtype)."""
+    return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+
+_FORWARD_SAVED = ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "k_mean")
+
+
+@torch.library.custom_op("sage::attention_fwd", mutates_args=())
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
+                  smooth_k: bool, smooth_q: bool, layout: str, scales: str
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """SageBwd forward: O (q's layout and dtype), LSE (B, H, N) f32 (log2 units,
+    K-smoothed logits) and the quantized tensors the backward reads."""
+    plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    out = _new_output(q)
+    o, lse, saved = torch_ops.run_forward(plan, *(to_kernel_view(x, layout) for x in (q, k, v)),
+                                          out=to_kernel_view(out, layout))
+    return (out, lse) + tuple(getattr(saved, name) for name in _FORWARD_SAVED)
+
+
+@attention_fwd.register_fake
+def _attention_fwd_fake(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
+                        smooth_k: bool, smooth_q: bool, layout: str, scales: str
+                        ) -> tuple[Tensor, ...]:
+    plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    buffers = torch_ops.allocate(forward_buffers(plan.shape, plan.tiles, smooth_q, plan.fine),
+                                 q.device)
+    return (_new_output(q),) + tuple(buffers[name] for name in ("lse",) + _FORWARD_SAVED)
+
+
+def _grads(plan: torch_ops.Plan, layout: str, device: torch.device) -> tuple[Tensor, ...]:
+    """Fake dq, dk, dv as the backward returns them: contiguous (B, H, N, D) /
+    (B, Hkv, Nkv, D) in the input dtype, viewed in ``layout``."""
+    specs = backward_buffers(plan.shape, plan.tiles, False, plan.fine)
+    return tuple(to_kernel_view(torch.empty(specs[name].shape, dtype=plan.dtype,
+                                            device=device), layout)
+                 for name in ("dq", "dk", "dv"))
+
+
+@torch.library.custom_op("sage::attention_bwd", mutates_args=())
+def attention_bwd(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor, k_q: Tensor,
+                  k_scale: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+                  sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str, scales: str
+                  ) -> tuple[Tensor, Tensor, Tensor]:
+    """SageBwd backward: dq, dk, dv in the input dtype and ``layout`` (dk, dv
+    summed over each kv head's query heads). ``do`` has o's dtype."""
+    plan = _plan(o, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    saved = torch_ops.Saved(plan, q_q=q_q, q_scale=q_scale, q_mean=q_mean, k_q=k_q,
+                            k_scale=k_scale, k_mean=None, v_q=None, v_scale=None,
+                            v=to_kernel_view(v, layout), o=to_kernel_view(o, layout), lse=lse)
+    dq, dk, dv, _ = torch_ops.backward(to_kernel_view(do, layout), saved)
+    return tuple(to_kernel_view(g, layout) for g in (dq, dk, dv))
+
+
+@attention_bwd.register_fake
+def _attention_bwd_fake(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor,
+                        k_q: Tensor, k_scale: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                        causal: bool, sm_scale: float, smooth_k: bool, smooth_q: bool,
+                        layout: str, scales: str) -> tuple[Tensor, ...]:
+    plan = _plan(o, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    return _grads(plan, layout, do.device)
+
+
+# The op's arguments after q, k, v, in order (the backward passes them on).
+_FLAGS = ("causal", "sm_scale", "smooth_k", "smooth_q", "layout", "scales")
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    q, k, v, *flags = inputs
+    o, lse, q_q, q_scale, q_mean, k_q, k_scale, _ = output
+    # Not the 16-bit Q and K, nor the INT8 V: the backward reads the INT8
+    # Q and K, the 16-bit V, O and the LSE.
+    ctx.save_for_backward(q_q, q_scale, q_mean, k_q, k_scale, v, o, lse)
+    ctx.flags = tuple(flags)
+
+
+def _backward(ctx: Any, do: Tensor, *_: Any) -> tuple[Tensor | None, ...]:
+    q_q, q_scale, q_mean, k_q, k_scale, v, o, lse = ctx.saved_tensors
+    # dO in the forward's dtype (autocast may hand a float32 one back).
+    dq, dk, dv = attention_bwd(do.to(o.dtype), q_q, q_scale, q_mean, k_q, k_scale, v, o,
+                               lse, *ctx.flags)
+    return (dq, dk, dv) + (None,) * len(_FLAGS)
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+__all__ = ["attention_bwd", "attention_fwd", "to_kernel_view"]
