@@ -11,6 +11,8 @@
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
+#     training  bench/training/run.py --suite main (SageBwd vs SDPA pretraining parity; extra
+#               arguments in SAGE_TRAINING_ARGS); training-ablations: --suite ablations
 #   default: tests example jit
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,6 +56,11 @@ for stage in "${stages[@]}"; do
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;
+    training|training-ablations)
+      suite=main; [ "$stage" = training ] || suite=ablations
+      # shellcheck disable=SC2086
+      python3 bench/training/run.py "$OUT" --suite "$suite" ${SAGE_TRAINING_ARGS:-} 2>&1 |
+        tee "$OUT/training.log" ;;
     *) echo "unknown stage: $stage"; false ;;
   esac
   rc=${PIPESTATUS[0]}

@@ -1,0 +1,87 @@
+"""The arms of the training-parity comparison and the suites that group them.
+
+Every arm trains the same model shape on the same data with the same token
+budget; arms differ only in the attention backend, QK-norm, SageBwd's
+smoothing switches, tokens per step and seed. Each SageBwd arm names the SDPA
+arm it is compared with (same seed, QK-norm and tokens per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sage.nn import AttentionOptions, LlamaConfig
+
+#: ~17M parameters (10.6M without embeddings), head_dim 64, 512-token context.
+MODEL = LlamaConfig(vocab_size=8192, dim=384, n_layers=6, n_heads=6, max_seq_len=512)
+SMALL_BATCH = 16    # 8,192 tokens per step
+LARGE_BATCH = 128   # 65,536 tokens per step (8x)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One training run's switches."""
+
+    name: str
+    backend: str = "sdpa"
+    qk_norm: bool = True
+    smooth_k: bool = True
+    smooth_q: bool = False
+    batch_size: int = SMALL_BATCH
+    seed: int = 0
+    reference: str | None = None
+
+    def model(self, base: LlamaConfig) -> LlamaConfig:
+        """``base`` with this arm's QK-norm and attention options."""
+        return replace(base, qk_norm=self.qk_norm,
+                       attention=AttentionOptions(self.backend, self.smooth_k, self.smooth_q))
+
+    def describe(self) -> str:
+        """A short human label."""
+        parts = [self.backend, "QK-norm" if self.qk_norm else "no QK-norm"]
+        if self.backend != "sdpa":
+            if not self.smooth_k:
+                parts.append("K-smoothing off")
+            if self.smooth_q:
+                parts.append("Q-smoothing on")
+        parts.append(f"batch {self.batch_size}")
+        parts.append(f"seed {self.seed}")
+        return ", ".join(parts)
+
+
+def _arms() -> dict[str, Arm]:
+    arms = [
+        Arm("sdpa-qknorm-s0"),
+        Arm("sage-qknorm-s0", "sage", reference="sdpa-qknorm-s0"),
+        Arm("sdpa-qknorm-s1", seed=1),
+        Arm("sage-qknorm-s1", "sage", seed=1, reference="sdpa-qknorm-s1"),
+        Arm("sage-qknorm-nosmoothk-s0", "sage", smooth_k=False, reference="sdpa-qknorm-s0"),
+        Arm("sdpa-noqknorm-s0", qk_norm=False),
+        Arm("sage-noqknorm-s0", "sage", qk_norm=False, reference="sdpa-noqknorm-s0"),
+        Arm("sdpa-qknorm-tps64k-s0", batch_size=LARGE_BATCH),
+        Arm("sage-qknorm-tps64k-s0", "sage", batch_size=LARGE_BATCH,
+            reference="sdpa-qknorm-tps64k-s0"),
+        Arm("sage-qknorm-smoothq-s0", "sage", smooth_q=True, reference="sdpa-qknorm-s0"),
+    ]
+    return {a.name: a for a in arms}
+
+
+ARMS = _arms()
+
+#: Suites in run order; ``table2`` names the arms whose final checkpoint gets
+#: the Table 2 analysis right after training.
+SUITES: dict[str, dict] = {
+    "main": {"arms": ["sdpa-qknorm-s0", "sage-qknorm-s0", "sdpa-qknorm-s1", "sage-qknorm-s1",
+                      "sage-qknorm-nosmoothk-s0"],
+             "table2": ["sage-qknorm-s0"]},
+    "ablations": {"arms": ["sdpa-noqknorm-s0", "sage-noqknorm-s0", "sdpa-qknorm-tps64k-s0",
+                           "sage-qknorm-tps64k-s0", "sage-qknorm-smoothq-s0"],
+                  "table2": ["sage-qknorm-tps64k-s0", "sage-noqknorm-s0"]},
+}
+#: A two-arm smoke run (the CI test and ``run.py --suite tiny``).
+SUITES["tiny"] = {"arms": ["sdpa-qknorm-s0", "sage-qknorm-s0"], "table2": ["sage-qknorm-s0"]}
+SUITES["all"] = {"arms": SUITES["main"]["arms"] + SUITES["ablations"]["arms"],
+                 "table2": SUITES["main"]["table2"] + SUITES["ablations"]["table2"]}
+
+
+__all__ = ["ARMS", "Arm", "LARGE_BATCH", "MODEL", "SMALL_BATCH", "SUITES"]

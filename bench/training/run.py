@@ -1,0 +1,273 @@
+"""Training parity of SageBwd vs full-precision attention: the one command.
+
+    python3 bench/training/run.py OUT_DIR [--suite main|ablations|all]
+        [--tokens auto|N] [--budget-s 540] [--data-dir DIR] [--tokenizer-json PATH]
+
+On the GPU machine it is ``bash scripts/gpu/run.sh training`` (suite
+``main``) and ``bash scripts/gpu/run.sh training-ablations``, each a single
+device call of under 10 minutes. Steps:
+
+1. build the dataset (``data.py``: this machine's Python sources, BPE) unless
+   ``--data-dir`` already holds one;
+2. with ``--tokens auto``, time a few steps of SDPA and SageBwd at both
+   tokens-per-step settings and choose the largest token budget (a multiple
+   of the large setting's tokens per step) with which the longer of the
+   ``main`` and ``ablations`` suites trains in ``--training-budget-s``; the
+   budget is recorded so the other suite can be run with the same
+   ``--tokens``;
+3. train the suite's arms (``arms.py``) in order, skipping an arm whose
+   projected time no longer fits ``--budget-s``, and run the Table 2 analysis
+   (``table2.py``) on the checkpoints the suite names;
+4. after every evaluation and arm, rewrite ``OUT_DIR/training.json`` and, after
+   every arm, ``training.md`` and ``training-curves.png`` (``report.py``), so
+   a run cut short keeps what it measured.
+
+``--suite tiny`` runs a two-layer model for a few steps on any machine (CPU
+included: the SageBwd arms then use the interpreter and the float64
+emulation); the CI test calls the same functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+BENCH = Path(__file__).resolve().parents[1]
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+import common  # noqa: E402  (bench/common.py)
+
+common.add_python_path()
+
+from training import arms as arms_mod  # noqa: E402
+from training import data as data_mod  # noqa: E402
+from training import report  # noqa: E402
+from training import table2 as table2_mod  # noqa: E402
+from training.train import Batches, TrainConfig, train, val_windows  # noqa: E402
+
+from sage.nn import Llama  # noqa: E402
+
+#: Per-arm time beyond training (final evaluation, plots), as a fraction.
+OVERHEAD = 1.12
+
+
+def train_config(arm: arms_mod.Arm, model: Any, tokens: int, **overrides: Any) -> TrainConfig:
+    """The :class:`TrainConfig` of ``arm`` for a ``model`` shape and a token budget."""
+    settings: dict[str, Any] = dict(batch_size=arm.batch_size, seed=arm.seed)
+    settings.update(overrides)
+    return TrainConfig(name=arm.name, model=arm.model(model), tokens=tokens, **settings)
+
+
+def time_steps(cfg: TrainConfig, stream: np.ndarray, device: torch.device, steps: int,
+               warmup: int) -> float:
+    """Seconds per training token of ``cfg`` (a throwaway model; ``warmup`` steps
+    untimed, which also compiles the kernels)."""
+    torch.manual_seed(0)
+    model = Llama(cfg.model).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    batches = Batches(stream, cfg.seq_len, cfg.batch_size, 0, device)
+    start = 0.0
+    for step in range(warmup + steps):
+        if step == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.monotonic()
+        x, y = batches.get(step)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = model.loss(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.monotonic() - start) / (steps * cfg.tokens_per_step)
+
+
+def rate_key(arm: arms_mod.Arm) -> str:
+    """The probe timing that stands for ``arm``: backend family and batch size."""
+    return f"{'sdpa' if arm.backend == 'sdpa' else 'sage'}-b{arm.batch_size}"
+
+
+def choose_tokens(model: Any, stream: np.ndarray, device: torch.device, budget_s: float,
+                  suites: list[list[str]], log: Any = print) -> tuple[int, dict]:
+    """The token budget with which each of ``suites`` (lists of arm names) fits
+    ``budget_s`` of training (probe timings)."""
+    probe: dict[str, float] = {}
+    for backend in ("sdpa", "sage"):
+        for batch, steps, warmup in ((arms_mod.SMALL_BATCH, 24, 6), (arms_mod.LARGE_BATCH, 4, 2)):
+            arm = arms_mod.Arm(f"probe-{backend}-{batch}", backend, batch_size=batch)
+            cfg = train_config(arm, model, batch * model.max_seq_len)
+            key = f"{backend}-b{batch}"
+            probe[key] = time_steps(cfg, stream, device, steps, warmup)
+            log(f"probe {key}: {1e3 * probe[key] * cfg.tokens_per_step:.1f} ms/step, "
+                f"{1 / probe[key]:.0f} tokens/s")
+    per_token = max(sum(probe[rate_key(arms_mod.ARMS[n])] for n in names)
+                    for names in suites) * OVERHEAD
+    unit = arms_mod.LARGE_BATCH * model.max_seq_len
+    tokens = max(unit, int(budget_s / per_token) // unit * unit)
+    return tokens, {"seconds_per_token": probe, "budget_s": budget_s, "suites": suites,
+                    "projected_s": tokens * per_token}
+
+
+def build_data(args: argparse.Namespace, log: Any = print) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The dataset: ``--data-dir`` if it holds one, else built there."""
+    data_dir = args.data_dir
+    if not (data_dir / "meta.json").exists():
+        data_mod.build(data_dir, max_mb=args.max_mb, tokenizer=args.tokenizer,
+                       tokenizer_json=args.tokenizer_json, vocab=args.vocab)
+    train_stream, val_stream, meta = data_mod.load(data_dir)
+    log(f"data: {meta['tokens']} tokens, vocab {meta['vocab_size']}, "
+        f"file list {meta['file_list_sha256'][:12]}, tokenizer "
+        f"{(meta.get('tokenizer_sha256') or 'byte')[:12]}")
+    return train_stream, val_stream, meta
+
+
+class Results:
+    """The run's JSON (``training.json``) and report files in ``out_dir``."""
+
+    def __init__(self, out_dir: Path, header: dict) -> None:
+        self.out_dir = out_dir
+        self.data: dict[str, Any] = dict(header, arms={}, table2={}, skipped=[])
+
+    def save(self) -> None:
+        """Writes ``training.json``."""
+        path = self.out_dir / "training.json"
+        path.write_text(json.dumps(self.data, indent=1, default=str) + "\n")
+
+    def report(self) -> None:
+        """Writes ``training.md`` and ``training-curves.png`` (never fails the run)."""
+        try:
+            report.write(self.data, self.out_dir / "training.md",
+                         self.out_dir / "training-curves.png")
+        except Exception as exc:  # noqa: BLE001 - the run must go on
+            print(f"report failed: {common.error_text(exc)}", flush=True)
+
+
+def run_suite(args: argparse.Namespace) -> dict:
+    """Runs everything the command line asks for; returns the results dict."""
+    out_dir: Path = args.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    budget = common.Budget(args.budget_s)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    suite = arms_mod.SUITES[args.suite]
+    train_stream, val_stream, meta = build_data(args)
+    if (args.data_dir / "tokenizer.json").exists():
+        shutil.copy(args.data_dir / "tokenizer.json", out_dir / "tokenizer.json")
+    model = replace(arms_mod.MODEL, vocab_size=meta["vocab_size"])
+    overrides: dict[str, Any] = {}
+    if args.suite == "tiny":
+        model = replace(model, dim=128, n_layers=2, n_heads=2, max_seq_len=64)
+        overrides = dict(batch_size=4, evals=2, eval_tokens=64 * 4, final_eval_tokens=64 * 4,
+                         eval_batch=4, log_every=1)
+        if args.tokens == "auto":
+            args.tokens = str(4 * 4 * 64)
+    if args.tokens == "auto":
+        tokens, choice = choose_tokens(model, train_stream, device, args.training_budget_s,
+                                       [arms_mod.SUITES[s]["arms"] for s in ("main", "ablations")])
+        print(f"token budget: {tokens} ({choice['projected_s']:.0f} s projected for the "
+              f"longer suite)", flush=True)
+        args.rates = choice["seconds_per_token"]
+    else:
+        tokens, choice = int(args.tokens), None
+    results = Results(out_dir, {
+        "suite": args.suite, "command": " ".join(sys.argv), "environment": common.environment(),
+        "data": meta, "model": model.to_dict(), "tokens": tokens, "token_choice": choice,
+        "seconds_per_token": args.rates,
+    })
+    results.save()
+    for name in suite["arms"]:
+        arm = arms_mod.ARMS[name]
+        if args.suite == "tiny" and device.type == "cpu" and arm.backend == "sage":
+            arm = replace(arm, backend="sage-interpret")
+        cfg = train_config(arm, model, tokens, **overrides)
+        rate = (args.rates or {}).get(rate_key(arm))
+        projected = tokens * rate * OVERHEAD if rate else 0.0
+        if projected and not budget.fits(projected):
+            print(f"[{name}] skipped: {projected:.0f} s projected, {budget.left():.0f} s left",
+                  flush=True)
+            results.data["skipped"].append({"arm": name, "projected_s": projected,
+                                            "left_s": budget.left()})
+            results.save()
+            continue
+        entry = {"arm": vars(arm), "label": arm.describe()}
+
+        def on_eval(partial: dict, entry: dict = entry, name: str = name) -> None:
+            results.data["arms"][name] = dict(entry, **partial, complete=False)
+            results.save()
+
+        result, trained = train(cfg, train_stream, val_stream, device, on_eval=on_eval)
+        results.data["arms"][name] = dict(entry, **result, complete=True)
+        results.save()
+        if name in suite["table2"]:
+            start = time.monotonic()
+            windows = val_windows(val_stream, cfg.seq_len, args.table2_batch * cfg.seq_len,
+                                  device)
+            try:
+                analysis = table2_mod.table2(trained, windows[:, :-1], windows[:, 1:],
+                                             arms_mod.ARMS[name].model(model).attention)
+                analysis["seconds"] = round(time.monotonic() - start, 1)
+                results.data["table2"][name] = analysis
+                worst = analysis["layers"][analysis["worst_layer"]]
+                print(f"[{name}] table 2: worst layer {analysis['worst_layer']}: " + ", ".join(
+                    f"{k} {worst[k]['cos']:.4f}/{worst[k]['rel_l2']:.4f}"
+                    for k in table2_mod.TENSORS) + f" ({analysis['seconds']} s)", flush=True)
+            except Exception as exc:  # noqa: BLE001 - keep the training results
+                results.data["table2"][name] = {"error": common.error_text(exc)}
+                print(f"[{name}] table 2 failed: {common.error_text(exc)}", flush=True)
+            results.save()
+        del trained
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        results.report()
+    results.data["seconds"] = round(budget.elapsed(), 1)
+    results.save()
+    results.report()
+    return results.data
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--suite", choices=sorted(arms_mod.SUITES), default="main")
+    parser.add_argument("--tokens", default="auto",
+                        help="token budget per arm, or 'auto' (probe and fit the ablations)")
+    parser.add_argument("--budget-s", type=float, default=540,
+                        help="wall-clock budget of this run; arms that would not fit are skipped")
+    parser.add_argument("--training-budget-s", type=float, default=400,
+                        help="with --tokens auto: the training time the longer of the main and "
+                             "ablations suites may take")
+    parser.add_argument("--rates", type=json.loads, default=None,
+                        help="JSON of probe seconds per token (from an earlier run's "
+                             "token_choice) for skipping arms that would not fit")
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/sage-training-data"))
+    parser.add_argument("--tokenizer", choices=("bpe", "byte"), default="bpe")
+    parser.add_argument("--tokenizer-json", type=Path, default=None)
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--max-mb", type=float, default=160)
+    parser.add_argument("--table2-batch", type=int, default=2)
+    parser.add_argument("--device", default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data = run_suite(args)
+    bad = [n for n, a in data["arms"].items() if not math.isfinite(a.get("final_val_loss", 0))]
+    print(f"done in {data['seconds']} s; arms: {len(data['arms'])}, skipped: "
+          f"{len(data['skipped'])}, non-finite: {bad}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Causal self-attention backends for :mod:`sage.nn` models.
+
+Every backend takes q, k, v of shape (B, N, H, D) (the "bshd" layout a
+projection produces) and returns O in the same layout:
+
+* ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` in the
+  16-bit autocast dtype (the full-precision reference of the training runs;
+  float32 when autocast is off);
+* ``"sage"``: :func:`sage.attention` (SageBwd INT8 forward and backward on the
+  GPU);
+* ``"sage-interpret"``: the same SageBwd kernels run by the CPU interpreter
+  (:mod:`sage.kernels.sagebwd.interpreted`) on numpy copies, bfloat16 values;
+* ``"sage-emulate"``: the float64 emulation of SageBwd
+  (:func:`sage.reference.sagebwd.emulate_forward` / ``emulate_backward``),
+  bfloat16 values.
+
+The two CPU backends exist so that a training run can be checked without a
+GPU (tests); they are slow and meant for tiny models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+BACKENDS = ("sdpa", "sage", "sage-interpret", "sage-emulate")
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    """How a model's attention is computed.
+
+    ``backend`` is one of :data:`BACKENDS`; ``smooth_k``/``smooth_q`` and
+    ``scales`` are SageBwd's switches (ignored by ``"sdpa"``).
+    """
+
+    backend: str = "sdpa"
+    smooth_k: bool = True
+    smooth_q: bool = False
+    scales: str = "fine"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"attention backend must be one of {list(BACKENDS)}, "
+                             f"got {self.backend!r}")
+
+
+def _to_numpy_bhsd(x: torch.Tensor) -> np.ndarray:
+    """(B, N, H, D) tensor -> (B, H, N, D) float32 array of bfloat16-rounded values."""
+    return x.detach().to(torch.bfloat16).float().transpose(1, 2).contiguous().cpu().numpy()
+
+
+def _from_numpy_bhsd(x: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """(B, H, N, D) array -> (B, N, H, D) tensor with ``like``'s dtype and device."""
+    return torch.from_numpy(np.ascontiguousarray(x, np.float32)).transpose(1, 2).to(
+        dtype=like.dtype, device=like.device)
+
+
+def _sage_config(options: AttentionOptions, d: int, causal: bool) -> Any:
+    from sage.kernels.sagebwd.launch import default_tiles
+    from sage.reference.sagebwd import SageBwdConfig
+
+    tiles = default_tiles(d)
+    return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
+                         smooth_k=options.smooth_k, smooth_q=options.smooth_q,
+                         block_m=tiles.block_m, block_n=tiles.block_n,
+                         out_dtype="bfloat16", scales=options.scales)
+
+
+class _CpuSageBwd(torch.autograd.Function):
+    """SageBwd on numpy through the interpreter or the float64 emulation."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                options: AttentionOptions, causal: bool) -> torch.Tensor:
+        cfg = _sage_config(options, q.shape[-1], causal)
+        qn, kn, vn = (_to_numpy_bhsd(x) for x in (q, k, v))
+        if options.backend == "sage-interpret":
+            from sage.kernels.sagebwd import interpreted
+
+            o, _, saved = interpreted.forward(qn, kn, vn, cfg, "bfloat16")
+        else:
+            from sage.reference.sagebwd import emulate_forward
+
+            saved = emulate_forward(qn, kn, vn, cfg)
+            o = saved.o
+        ctx.state = (options, cfg, saved, vn)
+        return _from_numpy_bhsd(o, q)
+
+    @staticmethod
+    def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        options, cfg, saved, vn = ctx.state
+        don = _to_numpy_bhsd(do)
+        if options.backend == "sage-interpret":
+            from sage.kernels.sagebwd import interpreted
+
+            grads = interpreted.backward(saved, don)
+        else:
+            from sage.reference.sagebwd import emulate_backward
+
+            grads = emulate_backward(saved, don, vn, cfg, "bfloat16")
+        ctx.state = None
+        return (_from_numpy_bhsd(grads.dq, do), _from_numpy_bhsd(grads.dk, do),
+                _from_numpy_bhsd(grads.dv, do), None, None)
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: AttentionOptions,
+           causal: bool = True) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(D)) v`` over (B, N, H, D) tensors with the chosen backend.
+
+    Under autocast the inputs are cast to the autocast dtype first (all
+    backends see the same 16-bit values); the result has that dtype.
+    """
+    dtype = _autocast_dtype(q.device.type)
+    if dtype is not None:
+        q, k, v = (x.to(dtype) for x in (q, k, v))
+    if options.backend == "sdpa":
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=causal)
+        return o.transpose(1, 2)
+    if options.backend == "sage":
+        import sage
+
+        return sage.attention(q, k, v, causal=causal, smooth_k=options.smooth_k,
+                              smooth_q=options.smooth_q, layout="bshd", scales=options.scales)
+    return _CpuSageBwd.apply(q, k, v, options, causal)
+
+
+__all__ = ["BACKENDS", "AttentionOptions", "attend"]
