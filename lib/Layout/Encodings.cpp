@@ -184,8 +184,8 @@ int64_t mlir::sage::layout::sigma16Slot(int64_t token) {
 int64_t mlir::sage::layout::sigma16Token(int64_t slot) {
   int64_t s = slot & 15;
   // Slot bits s3 s2 s1 s0 came from token bits t2 t1 t3 t0.
-  int64_t t = (s & 1) | ((s >> 2) & 1) << 1 | ((s >> 3) & 1) << 2 |
-              ((s >> 1) & 1) << 3;
+  int64_t t =
+      (s & 1) | ((s >> 2) & 1) << 1 | ((s >> 3) & 1) << 2 | ((s >> 1) & 1) << 3;
   return (slot & ~int64_t(15)) | t;
 }
 
@@ -226,10 +226,10 @@ static Bases sigma16Columns(llvm::ArrayRef<Coord> bases) {
 }
 
 static LinearLayout withSigma16(const LinearLayout &atom) {
-  return LinearLayout::distributed(atom.getShape(),
-                                   sigma16Columns(atom.getBases(InDim::Register)),
-                                   sigma16Columns(atom.getBases(InDim::Lane)),
-                                   sigma16Columns(atom.getBases(InDim::Warp)));
+  return LinearLayout::distributed(
+      atom.getShape(), sigma16Columns(atom.getBases(InDim::Register)),
+      sigma16Columns(atom.getBases(InDim::Lane)),
+      sigma16Columns(atom.getBases(InDim::Warp)));
 }
 
 LinearLayout
@@ -296,8 +296,8 @@ LinearLayout mlir::sage::layout::wgmmaOperandA(TileShape shape,
   return atom.resize(shape);
 }
 
-LinearLayout mlir::sage::layout::dotOperand(TileShape shape,
-                                            MmaVersion version, unsigned opIdx,
+LinearLayout mlir::sage::layout::dotOperand(TileShape shape, MmaVersion version,
+                                            unsigned opIdx,
                                             unsigned elementBits,
                                             std::array<unsigned, 2> warpsPerCTA,
                                             bool sigma16) {
@@ -314,6 +314,6 @@ LinearLayout mlir::sage::layout::dotOperand(TileShape shape,
     fail("dotOperand", "wgmma reads B from shared memory");
   if (warpsPerCTA[1] != 1 || warpsPerCTA[0] % kWarpsPerWarpgroup != 0)
     fail("dotOperand", "wgmma needs warpsPerCTA = {4 * warpgroups, 1}");
-  return wgmmaOperandA(shape, elementBits,
-                       warpsPerCTA[0] / kWarpsPerWarpgroup, sigma16);
+  return wgmmaOperandA(shape, elementBits, warpsPerCTA[0] / kWarpsPerWarpgroup,
+                       sigma16);
 }

@@ -1,4 +1,4 @@
-//===- GF2.h - row echelon form over GF(2), private to SageLayout -*- C++ -*-===//
+//===- GF2.h - row echelon form over GF(2) (private) -----------*- C++ -*-===//
 //
 // Every question the layout algebra asks (is this element held? by which
 // index? are these bases independent?) is a linear system over GF(2) with at

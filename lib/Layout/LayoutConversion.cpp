@@ -124,8 +124,7 @@ int32_t WarpShufflePlan::getSrcLane(int32_t dstReg, int32_t dstLane) const {
   return srcLaneOfRegister[dstReg] ^ applyBits(laneBitToSrcLane, dstLane);
 }
 
-int32_t WarpShufflePlan::getSrcRegister(int32_t dstReg,
-                                        int32_t dstLane) const {
+int32_t WarpShufflePlan::getSrcRegister(int32_t dstReg, int32_t dstLane) const {
   return srcRegisterOfRegister[dstReg] ^
          applyBits(laneBitToSrcRegister, dstLane);
 }

@@ -87,8 +87,8 @@ LinearLayout LinearLayout::shared(TileShape shape, Bases offset) {
 
 void LinearLayout::verify() const {
   auto fail = [&](const llvm::Twine &why) {
-    llvm::report_fatal_error(
-        llvm::Twine("malformed linear layout: ") + why + ": " + toString());
+    llvm::report_fatal_error(llvm::Twine("malformed linear layout: ") + why +
+                             ": " + toString());
   };
   if (rows <= 0 || cols <= 0 || !llvm::isPowerOf2_64(rows) ||
       !llvm::isPowerOf2_64(cols) || rows > (int64_t(1) << 30) ||

@@ -62,11 +62,11 @@ struct BlockedParams {
 void checkAgainstReference(const BlockedParams &p) {
   SCOPED_TRACE(::testing::Message()
                << "shape " << p.shape[0] << "x" << p.shape[1] << " size ["
-               << p.size[0] << "," << p.size[1] << "] threads ["
-               << p.threads[0] << "," << p.threads[1] << "] warps ["
-               << p.warps[0] << "," << p.warps[1] << "]");
-  RefDim d0{p.shape[0], p.size[0], p.threads[0], p.warps[0], p.threads[1],
-            p.warps[1]};
+               << p.size[0] << "," << p.size[1] << "] threads [" << p.threads[0]
+               << "," << p.threads[1] << "] warps [" << p.warps[0] << ","
+               << p.warps[1] << "]");
+  RefDim d0{p.shape[0], p.size[0],    p.threads[0],
+            p.warps[0], p.threads[1], p.warps[1]};
   RefDim d1{p.shape[1], p.size[1], p.threads[1], p.warps[1], 1, 1};
   LinearLayout l = blocked(p.shape, p.size, p.threads, p.warps);
   ASSERT_EQ(l.getNumRegisters(), d0.count() * d1.count());
@@ -146,7 +146,8 @@ TEST(Slice, RowStatisticsShareTheParentsLayout) {
   // slicing the MxN layout must give exactly that layout.
   for (auto t : {std::array<unsigned, 2>{4, 8}, std::array<unsigned, 2>{1, 32},
                  std::array<unsigned, 2>{32, 1}}) {
-    for (auto w : {std::array<unsigned, 2>{4, 1}, std::array<unsigned, 2>{2, 2}}) {
+    for (auto w :
+         {std::array<unsigned, 2>{4, 1}, std::array<unsigned, 2>{2, 2}}) {
       LinearLayout parent = blocked({64, 64}, {1, 4}, t, w);
       EXPECT_EQ(slice(parent, 1), blocked({64, 1}, {1, 4}, t, w));
       EXPECT_EQ(slice(parent, 0), blocked({1, 64}, {1, 4}, t, w));

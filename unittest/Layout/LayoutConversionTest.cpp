@@ -62,7 +62,8 @@ void checkComposeInverse(const LinearLayout &src, const LinearLayout &dst) {
 TEST(LayoutConversion, SameLayoutIsInThreadIdentity) {
   for (const LinearLayout &l :
        {blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}),
-        wgmmaAccumulator({128, 128}, 128, 2), slice(blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}), 1)}) {
+        wgmmaAccumulator({128, 128}, 128, 2),
+        slice(blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}), 1)}) {
     checkInThreadMap(l, l);
     llvm::SmallVector<int32_t> map = *getInThreadRegisterMap(l, l);
     for (int32_t r = 0; r < int32_t(map.size()); ++r)
@@ -88,7 +89,7 @@ TEST(LayoutConversion, WgmmaAccumulatorToInt8A) {
   // of A holds logical column a0 + 8 a1 (+ row 8 a2, col 16 a3), accumulator
   // slot v0 + 2 v1 + 4 v2 + 8 v3 holds column v0 + 8 v2 (row 8 v1, col 16 v3).
   llvm::SmallVector<int32_t> map = *getInThreadRegisterMap(acc, aPermuted);
-  const int32_t expected[16] = {0, 1, 4, 5, 2, 3, 6, 7,
+  const int32_t expected[16] = {0, 1, 4,  5,  2,  3,  6,  7,
                                 8, 9, 12, 13, 10, 11, 14, 15};
   for (int32_t s = 0; s < 16; ++s)
     EXPECT_EQ(map[s], expected[s]) << s;

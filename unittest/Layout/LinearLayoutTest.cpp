@@ -54,8 +54,8 @@ TEST(LinearLayout, SurjectivityInjectivityAndCopies) {
   EXPECT_EQ(l.getFreeMask(InDim::Register), 0);
   EXPECT_EQ(l.getNumCopies(), 2);
 
-  LinearLayout full = LinearLayout::distributed(
-      {4, 4}, {{0, 1}, {0, 2}}, {{1, 0}, {2, 0}}, {});
+  LinearLayout full =
+      LinearLayout::distributed({4, 4}, {{0, 1}, {0, 2}}, {{1, 0}, {2, 0}}, {});
   EXPECT_TRUE(full.isBijective());
   EXPECT_EQ(full.getNumCopies(), 1);
 
@@ -87,7 +87,8 @@ TEST(LinearLayout, CanonicalOwnerInvertsApply) {
 }
 
 TEST(LinearLayout, SharedOffsetInverse) {
-  LinearLayout s = LinearLayout::shared({4, 4}, {{0, 1}, {1, 1}, {2, 0}, {0, 2}});
+  LinearLayout s =
+      LinearLayout::shared({4, 4}, {{0, 1}, {1, 1}, {2, 0}, {0, 2}});
   EXPECT_TRUE(s.isShared());
   EXPECT_TRUE(s.isBijective());
   for (int64_t o = 0; o < 16; ++o)
@@ -107,7 +108,8 @@ TEST(LinearLayout, ResizeRepeatsOverRegistersColumnsFirst) {
     for (int32_t r = 0; r < 32; ++r) {
       int32_t rep = r / 4, repN = rep % 4, repM = rep / 4;
       Coord a = atom.apply(r % 4, lane, 0);
-      EXPECT_EQ(big.apply(r, lane, 0), (Coord{a.row + 16 * repM, a.col + 8 * repN}));
+      EXPECT_EQ(big.apply(r, lane, 0),
+                (Coord{a.row + 16 * repM, a.col + 8 * repN}));
     }
   }
   // Rows first when asked.
@@ -149,7 +151,8 @@ TEST(LinearLayout, TransposeAndWithBases) {
 
 TEST(LinearLayout, EqualityAndToString) {
   EXPECT_EQ(smallLayout(), smallLayout());
-  EXPECT_NE(smallLayout(), smallLayout().transpose().withBases(InDim::Warp, {}));
+  EXPECT_NE(smallLayout(),
+            smallLayout().transpose().withBases(InDim::Warp, {}));
   EXPECT_EQ(mmaV2Accumulator({16, 8}, {1, 1}).toString(),
             "distributed 16x8 {register: [(0,1), (8,0)], lane: [(0,2), (0,4), "
             "(1,0), (2,0), (4,0)], warp: []}");

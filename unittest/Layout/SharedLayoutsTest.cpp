@@ -87,8 +87,7 @@ TEST(SharedLayouts, Swizzle128ChunkXorRow) {
   for (int32_t r = 0; r < 64; ++r)
     for (int32_t k = 0; k < 64; ++k) {
       int32_t chunk = k / 8; // 8 halves per 16-byte chunk
-      EXPECT_EQ(*l.getOffset({r, k}),
-                r * 64 + ((chunk ^ (r % 8)) * 8) + k % 8);
+      EXPECT_EQ(*l.getOffset({r, k}), r * 64 + ((chunk ^ (r % 8)) * 8) + k % 8);
     }
 }
 
@@ -111,8 +110,8 @@ TEST(SharedLayouts, SwizzlesMakeChunkColumnsConflictFree) {
             groups.insert(bankGroup(
                 *l.getOffset({r, int32_t(chunk * chunkElems)}) * bits / 8));
           EXPECT_EQ(groups.size(), 8u)
-              << "swizzle " << swizzle << " bits " << bits << " chunk "
-              << chunk << " rows " << row0;
+              << "swizzle " << swizzle << " bits " << bits << " chunk " << chunk
+              << " rows " << row0;
         }
       }
     }
@@ -133,8 +132,8 @@ TEST(SharedLayouts, InnerDimZeroIsTheTranspose) {
 TEST(SharedLayouts, ParameterChecks) {
   EXPECT_EQ(checkSharedParams({64, 128}, 8, 128, 1), "");
   EXPECT_NE(checkSharedParams({64, 64}, 8, 128, 1), ""); // 64 B < 128 B
-  EXPECT_NE(checkSharedParams({4, 128}, 8, 128, 1), "");  // < 8 rows
-  EXPECT_NE(checkSharedParams({64, 8}, 8, 0, 1), "");     // half a chunk
+  EXPECT_NE(checkSharedParams({4, 128}, 8, 128, 1), ""); // < 8 rows
+  EXPECT_NE(checkSharedParams({64, 8}, 8, 0, 1), "");    // half a chunk
   EXPECT_NE(checkSharedParams({64, 128}, 8, 96, 1), "");
   EXPECT_NE(checkSharedParams({64, 128}, 12, 0, 1), "");
   EXPECT_NE(checkSharedParams({48, 128}, 8, 0, 1), "");

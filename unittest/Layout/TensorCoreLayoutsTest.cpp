@@ -200,7 +200,7 @@ TEST(WgmmaOperandA, MatchesCutlassFormula) {
 
 TEST(Sigma16, SlotFormulaAndInverse) {
   // token t -> slot 4 * ((t / 2) % 4) + 2 * (t / 8) + t % 2, per 16.
-  const int64_t slots[16] = {0, 1, 4, 5, 8, 9, 12, 13,
+  const int64_t slots[16] = {0, 1, 4, 5, 8,  9,  12, 13,
                              2, 3, 6, 7, 10, 11, 14, 15};
   for (int64_t t = 0; t < 64; ++t) {
     EXPECT_EQ(sigma16Slot(t), (t & ~15) + slots[t % 16]);

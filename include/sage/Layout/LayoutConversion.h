@@ -53,8 +53,10 @@ getInThreadRegisterMap(const LinearLayout &src, const LinearLayout &dst);
 /// For a WarpShuffle conversion: where dst register `r` of lane `l` reads
 /// from, within the same warp. Both maps are linear over GF(2):
 ///
-///   srcLane(r, l)     = srcLaneOfRegister[r]     ^ XOR_{i: bit i of l} laneBitToSrcLane[i]
-///   srcRegister(r, l) = srcRegisterOfRegister[r] ^ XOR_{i: bit i of l} laneBitToSrcRegister[i]
+///   srcLane(r, l) = srcLaneOfRegister[r] ^ (XOR of laneBitToSrcLane[i]
+///                   over the set bits i of l)
+///   srcRegister(r, l) = srcRegisterOfRegister[r] ^ (XOR of
+///                       laneBitToSrcRegister[i] over the set bits i of l)
 ///
 /// When `laneBitToSrcRegister` is all zero (getRegisterSelectMask() == 0),
 /// one `shfl.idx` per dst register suffices: every lane sends src register

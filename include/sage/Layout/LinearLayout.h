@@ -1,4 +1,4 @@
-//===- LinearLayout.h - GF(2)-linear maps from hardware to tiles -*- C++ -*-===//
+//===- LinearLayout.h - GF(2)-linear maps, hardware to tile ---*- C++ -*-===//
 //
 // A linear layout says where each element of a rank-2 tile lives. Its input
 // is a hardware index, split into named dimensions:
@@ -110,7 +110,9 @@ public:
   /// log2 of the size of `dim`.
   unsigned getNumBits(InDim dim) const { return getBases(dim).size(); }
   /// 2^getNumBits(dim): registers per thread, lanes, warps or offsets.
-  int64_t getInDimSize(InDim dim) const { return int64_t(1) << getNumBits(dim); }
+  int64_t getInDimSize(InDim dim) const {
+    return int64_t(1) << getNumBits(dim);
+  }
   int64_t getNumRegisters() const { return getInDimSize(InDim::Register); }
   int64_t getNumLanes() const { return getInDimSize(InDim::Lane); }
   int64_t getNumWarps() const { return getInDimSize(InDim::Warp); }
