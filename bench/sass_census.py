@@ -664,6 +664,8 @@ def markdown_report(results: dict[str, Any]) -> str:
              "`-arch=sm_90a -v`",
              f"- disassembler: {results['disassembler']['kind']} "
              f"{results['disassembler']['path']} ({results['disassembler']['version']})",
+             "- compiler library: " + ("{path} ({version})".format(**results["compiler_library"])
+                                       if results["compiler_library"] else "-"),
              f"- variants: {results['variants']}", "",
              "Loops: " + LOOP_METHOD, "", "Per element: " + PER_ELEMENT_METHOD, ""]
     rows = results["rows"]
@@ -720,6 +722,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          "`pip install nvidia-cuda-nvdisasm`")
     jobs: list[tuple[str, str, dict[str, Any] | None]] = []
     errors: list[str] = []
+    compiler = None
     if args.ptx:
         for path in args.ptx:
             jobs.append((Path(path).stem, Path(path).read_text(), None))
@@ -728,6 +731,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from sage.compiler import CompilerLibrary  # noqa: PLC0415
 
         library = CompilerLibrary()
+        compiler = {"path": str(library.path), "version": library.version}
         selected = [v for v in sagebwd_variants(args.d)
                     if common.matches(v.name, common.split_patterns(args.kernels))]
         for variant in selected:
@@ -756,7 +760,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     record["constexprs"] = consts
                 rows.append(record)
     return {"environment": common.environment(), "command": args.command,
-            "ptxas": asdict(ptxas), "disassembler": asdict(disassembler),
+            "compiler_library": compiler, "ptxas": asdict(ptxas),
+            "disassembler": asdict(disassembler),
             "variants": variants, "loop_method": LOOP_METHOD,
             "per_element_method": PER_ELEMENT_METHOD, "rows": rows, "errors": errors}
 
