@@ -635,22 +635,24 @@ def census_function(function: SassFunction, threads: int, dynamic_smem: int,
 # Report
 
 
-def _mufu_text(counts: dict[str, Any] | None) -> str:
-    if not counts:
-        return "-"
-    parts = [f"{k.split('.', 1)[1]} {common.fmt(v, 3)}" for k, v in counts.items()
+def _number(value: float | int) -> str:
+    """A count: integers as they are, per-element floats with 3 significant digits."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3g}"
+    return str(int(value))
+
+
+def _mufu_text(counts: dict[str, Any]) -> str:
+    parts = [f"{k.split('.', 1)[1]} {_number(v)}" for k, v in counts.items()
              if k.startswith("MUFU.") and v]
-    return ", ".join(parts) or "0"
+    return ", ".join(parts) or "-"
 
 
-def _row(label: str, counts: dict[str, Any] | None) -> list[Any]:
+def _row(label: str, counts: dict[str, Any] | None) -> list[str]:
     if counts is None:
         return [label, "-", "-"] + ["-"] * len(TABLE_COLUMNS)
-    values = [round(counts[c], 3) if isinstance(counts[c], float) else counts[c]
-              for c in TABLE_COLUMNS]
-    total = counts["total"]
-    return [label, round(total, 3) if isinstance(total, float) else total,
-            _mufu_text(counts)] + values
+    return [label, _number(counts["total"]), _mufu_text(counts)] + \
+        [_number(counts[c]) for c in TABLE_COLUMNS]
 
 
 def markdown_report(results: dict[str, Any]) -> str:
@@ -678,7 +680,7 @@ def markdown_report(results: dict[str, Any]) -> str:
           r["loop_body"]["total"] if r["loop_body"] else "-",
           r.get("per_element_formula", "-")] for r in rows],
         right=[False, True, True, True, True, True, True, True, False]), ""]
-    headers = ["variant", "total", "MUFU"] + list(TABLE_COLUMNS)
+    headers = ["variant", "total", "MUFU sub-ops"] + list(TABLE_COLUMNS)
     for title, key in (("Loop body (static count, instructions per warp per iteration)",
                         "loop_body"),
                        ("Per element (thread-instructions per element)", "per_element"),
