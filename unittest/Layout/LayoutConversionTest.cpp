@@ -65,9 +65,11 @@ TEST(LayoutConversion, SameLayoutIsInThreadIdentity) {
         wgmmaAccumulator({128, 128}, 128, 2),
         slice(blocked({64, 64}, {1, 4}, {4, 8}, {4, 1}), 1)}) {
     checkInThreadMap(l, l);
-    llvm::SmallVector<int32_t> map = *getInThreadRegisterMap(l, l);
-    for (int32_t r = 0; r < int32_t(map.size()); ++r)
-      EXPECT_EQ(map[r], r);
+    std::optional<llvm::SmallVector<int32_t>> map =
+        getInThreadRegisterMap(l, l);
+    ASSERT_TRUE(map.has_value());
+    for (int32_t r = 0; r < int32_t(map->size()); ++r)
+      EXPECT_EQ((*map)[r], r);
   }
 }
 
@@ -79,6 +81,7 @@ TEST(LayoutConversion, WgmmaAccumulatorToInt8A) {
   checkShufflePlan(acc, a, /*expectedSelectMask=*/0b10);
   // Shuffles stay inside quads: the source lane differs in the low 2 bits.
   std::optional<WarpShufflePlan> plan = getWarpShufflePlan(acc, a);
+  ASSERT_TRUE(plan.has_value());
   for (int32_t r = 0; r < a.getNumRegisters(); ++r)
     for (int32_t l = 0; l < 32; ++l)
       EXPECT_EQ(plan->getSrcLane(r, l) >> 2, l >> 2);
@@ -88,11 +91,13 @@ TEST(LayoutConversion, WgmmaAccumulatorToInt8A) {
   // Which accumulator slot each A byte takes: slot a = a0 + 2 a1 + 4 a2 + 8 a3
   // of A holds logical column a0 + 8 a1 (+ row 8 a2, col 16 a3), accumulator
   // slot v0 + 2 v1 + 4 v2 + 8 v3 holds column v0 + 8 v2 (row 8 v1, col 16 v3).
-  llvm::SmallVector<int32_t> map = *getInThreadRegisterMap(acc, aPermuted);
+  std::optional<llvm::SmallVector<int32_t>> map =
+      getInThreadRegisterMap(acc, aPermuted);
+  ASSERT_TRUE(map.has_value());
   const int32_t expected[16] = {0, 1, 4,  5,  2,  3,  6,  7,
                                 8, 9, 12, 13, 10, 11, 14, 15};
   for (int32_t s = 0; s < 16; ++s)
-    EXPECT_EQ(map[s], expected[s]) << s;
+    EXPECT_EQ((*map)[s], expected[s]) << s;
 }
 
 TEST(LayoutConversion, LargerTilesAndMmaSync) {
@@ -140,6 +145,12 @@ TEST(LayoutConversion, DifferentWarpsNeedSharedMemory) {
   EXPECT_FALSE(getInThreadRegisterMap(a, b).has_value());
   EXPECT_FALSE(getWarpShufflePlan(a, b).has_value());
   checkComposeInverse(a, b);
+  // Same registers and lanes, warps swapped: each thread's registers hold
+  // other rows, so even this needs shared memory.
+  LinearLayout rows = blocked({64, 64}, {1, 4}, {4, 8}, {4, 1});
+  LinearLayout swapped = rows.withBases(InDim::Warp, {{8, 0}, {4, 0}});
+  EXPECT_EQ(classifyConversion(rows, swapped), ConversionKind::SharedMemory);
+  checkComposeInverse(rows, swapped);
 }
 
 TEST(LayoutConversion, ShufflePlansWithinOneWarp) {

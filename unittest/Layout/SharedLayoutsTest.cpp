@@ -20,6 +20,11 @@ using namespace mlir::sage::layout::test;
 
 namespace {
 
+/// The offset of `c`, -1 when the layout does not store it.
+int64_t offsetOf(const LinearLayout &l, Coord c) {
+  return l.getOffset(c).value_or(-1);
+}
+
 int64_t log2i(int64_t v) {
   int64_t l = 0;
   while ((int64_t(1) << l) < v)
@@ -79,7 +84,7 @@ TEST(SharedLayouts, NoSwizzleIsTodaysChunkMajorCoreMatrices) {
   LinearLayout l = shared({64, 128}, 8, 0);
   for (int32_t r : {0, 1, 7, 8, 63})
     for (int32_t k : {0, 5, 16, 37, 127})
-      EXPECT_EQ(*l.getOffset({r, k}), k / 16 * (64 * 16) + r * 16 + k % 16);
+      EXPECT_EQ(offsetOf(l, {r, k}), k / 16 * (64 * 16) + r * 16 + k % 16);
 }
 
 TEST(SharedLayouts, Swizzle128ChunkXorRow) {
@@ -87,7 +92,7 @@ TEST(SharedLayouts, Swizzle128ChunkXorRow) {
   for (int32_t r = 0; r < 64; ++r)
     for (int32_t k = 0; k < 64; ++k) {
       int32_t chunk = k / 8; // 8 halves per 16-byte chunk
-      EXPECT_EQ(*l.getOffset({r, k}), r * 64 + ((chunk ^ (r % 8)) * 8) + k % 8);
+      EXPECT_EQ(offsetOf(l, {r, k}), r * 64 + ((chunk ^ (r % 8)) * 8) + k % 8);
     }
 }
 
@@ -108,7 +113,7 @@ TEST(SharedLayouts, SwizzlesMakeChunkColumnsConflictFree) {
           std::set<int64_t> groups;
           for (int32_t r = row0; r < row0 + 8; ++r)
             groups.insert(bankGroup(
-                *l.getOffset({r, int32_t(chunk * chunkElems)}) * bits / 8));
+                offsetOf(l, {r, int32_t(chunk * chunkElems)}) * bits / 8));
           EXPECT_EQ(groups.size(), 8u)
               << "swizzle " << swizzle << " bits " << bits << " chunk " << chunk
               << " rows " << row0;
@@ -160,12 +165,12 @@ TEST(SharedLayouts, DescriptorFields) {
   EXPECT_EQ(none.strideByteOffset, 128);
   // They agree with the layout: offsets of (0, 16) and (8, 0), in bytes.
   LinearLayout l = shared({64, 128}, 8, 0);
-  EXPECT_EQ(*l.getOffset({0, 16}), none.leadingByteOffset);
-  EXPECT_EQ(*l.getOffset({8, 0}), none.strideByteOffset);
+  EXPECT_EQ(offsetOf(l, {0, 16}), none.leadingByteOffset);
+  EXPECT_EQ(offsetOf(l, {8, 0}), none.strideByteOffset);
   // 128 B swizzle: 8-row groups 1024 B apart; LBO unused (encoded 1).
   WgmmaStrides sw = getWgmmaKMajorStrides({64, 64}, 16, 128);
   EXPECT_EQ(sw.strideByteOffset, 1024);
-  EXPECT_EQ(*shared({64, 64}, 16, 128).getOffset({8, 0}) * 2,
+  EXPECT_EQ(offsetOf(shared({64, 64}, 16, 128), {8, 0}) * 2,
             sw.strideByteOffset);
   EXPECT_EQ(getWgmmaKMajorStrides({64, 64}, 8, 64).strideByteOffset, 512);
   EXPECT_EQ(getWgmmaKMajorStrides({64, 32}, 8, 32).strideByteOffset, 256);
