@@ -1,7 +1,7 @@
 """The training-parity dataset: the machine's own Python source files, tokenised.
 
-    python3 bench/training/data.py OUTDIR [--max-mb 160] [--val-percent 2]
-        [--tokenizer bpe|byte] [--vocab 8192] [--bpe-train-mb 24] [--tokenizer-json PATH]
+    python3 bench/training/data.py OUTDIR [--max-mb 100] [--val-percent 2]
+        [--tokenizer bpe|byte] [--vocab 8192] [--bpe-train-mb 8] [--tokenizer-json PATH]
 
 Text nobody in this project wrote, present offline on every machine with
 Python: the ``.py`` files of the running interpreter's standard library and
@@ -9,10 +9,10 @@ installed packages (``sysconfig`` paths ``stdlib`` and ``purelib``/``platlib``).
 The build is deterministic for a given machine image:
 
 1. every ``.py`` file under those roots (``__pycache__`` skipped, symlinks not
-   followed), at most ``--max-file-kb`` KiB, valid UTF-8, first copy of each
-   distinct content kept (by its name, sorted);
+   followed), at most ``--max-file-kb`` KiB, valid UTF-8;
 2. files ordered by SHA-256 of their root-relative name (a fixed shuffle that
-   mixes packages), taken in that order until ``--max-mb`` MiB;
+   mixes packages) and taken in that order, the first of each distinct
+   content only, until ``--max-mb`` MiB;
 3. split by file: a file is validation iff the first 8 hex digits of that
    hash, mod 100, are below ``--val-percent``;
 4. tokenised with a byte-level BPE trained once with the ``tokenizers``
@@ -80,14 +80,12 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def collect_files(roots: dict[str, Path], max_file_kb: int = 256) -> list[SourceFile]:
-    """Every eligible ``.py`` file under ``roots`` (rules 1 above), sorted by name.
+def candidate_files(roots: dict[str, Path]) -> list[tuple[str, Path]]:
+    """Every ``.py`` file under ``roots`` as ``(label/relative/path, path)``.
 
     Roots nested in another (site-packages inside the stdlib directory) are
     walked once, under their own label.
     """
-    seen_content: set[str] = set()
-    files: list[SourceFile] = []
     nested = {label: [other for other in roots.values() if other != path and
                       other.is_relative_to(path)] for label, path in roots.items()}
     candidates: list[tuple[str, Path]] = []
@@ -96,7 +94,18 @@ def collect_files(roots: dict[str, Path], max_file_kb: int = 256) -> list[Source
             if any(path.is_relative_to(inner) for inner in nested[label]):
                 continue
             candidates.append((f"{label}/{path.relative_to(root).as_posix()}", path))
-    for name, path in sorted(candidates):
+    return candidates
+
+
+def select_files(roots: dict[str, Path], max_bytes: int,
+                 max_file_kb: int = 256) -> list[SourceFile]:
+    """Rules 1 and 2 of the module doc: files in name-hash order, each read only
+    when reached, the first of each distinct content kept, until ``max_bytes``."""
+    order = sorted(candidate_files(roots),
+                   key=lambda c: hashlib.sha256(c[0].encode()).hexdigest())
+    seen_content: set[str] = set()
+    chosen, total = [], 0
+    for name, path in order:
         try:
             if path.is_symlink() or not 0 < path.stat().st_size <= max_file_kb * 1024:
                 continue
@@ -105,22 +114,11 @@ def collect_files(roots: dict[str, Path], max_file_kb: int = 256) -> list[Source
         except (OSError, UnicodeDecodeError):
             continue
         content = hashlib.sha256(raw).hexdigest()
-        if content in seen_content:
+        if content in seen_content or total + len(raw) > max_bytes:
             continue
         seen_content.add(content)
-        files.append(SourceFile(name, text))
-    return files
-
-
-def select_files(files: list[SourceFile], max_bytes: int) -> list[SourceFile]:
-    """Files in hash order until ``max_bytes`` of UTF-8 text (rule 2)."""
-    chosen, total = [], 0
-    for f in sorted(files, key=lambda f: f.digest):
-        size = len(f.text.encode())
-        if total + size > max_bytes:
-            continue
-        chosen.append(f)
-        total += size
+        chosen.append(SourceFile(name, text))
+        total += len(raw)
     return chosen
 
 
@@ -173,14 +171,14 @@ def token_stream(arrays: list[np.ndarray], eos_id: int) -> np.ndarray:
         np.zeros(0, np.uint16)
 
 
-def build(out_dir: Path, roots: dict[str, Path] | None = None, max_mb: float = 160,
+def build(out_dir: Path, roots: dict[str, Path] | None = None, max_mb: float = 100,
           val_percent: float = 2, tokenizer: str = "bpe", vocab: int = 8192,
-          bpe_train_mb: float = 24, tokenizer_json: Path | None = None,
+          bpe_train_mb: float = 8, tokenizer_json: Path | None = None,
           max_file_kb: int = 256, log: bool = True) -> dict:
     """Builds the dataset into ``out_dir`` and returns its metadata (see module doc)."""
     start = time.monotonic()
     roots = roots or default_roots()
-    files = select_files(collect_files(roots, max_file_kb), int(max_mb * 2**20))
+    files = select_files(roots, int(max_mb * 2**20), max_file_kb)
     train = [f for f in files if not f.is_val(val_percent)]
     val = [f for f in files if f.is_val(val_percent)]
     if not train or not val:
@@ -251,11 +249,11 @@ def load(data_dir: Path) -> tuple[np.ndarray, np.ndarray, dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--max-mb", type=float, default=160)
+    parser.add_argument("--max-mb", type=float, default=100)
     parser.add_argument("--val-percent", type=float, default=2)
     parser.add_argument("--tokenizer", choices=("bpe", "byte"), default="bpe")
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--bpe-train-mb", type=float, default=24)
+    parser.add_argument("--bpe-train-mb", type=float, default=8)
     parser.add_argument("--tokenizer-json", type=Path, default=None)
     parser.add_argument("--max-file-kb", type=int, default=256)
     args = parser.parse_args(argv)

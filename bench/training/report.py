@@ -144,12 +144,14 @@ def arms_table(data: dict) -> str:
         sigma = max((max(l["q_std"], l["k_std"]) for l in last_qk), default=None)
         rows.append([name, f"{cfg['tokens_per_step']:,}", cfg["steps"],
                      f"{arm['final_val_loss']:.4f}" if arm.get("complete") else "(incomplete)",
+                     arm.get("final_val_loss_sdpa_eval"),
                      spec.get("reference") or "-",
                      _pct(gap(data["arms"], name, spec.get("reference"))),
                      "yes" if arm.get("diverged") else "no",
                      sigma, f"{arm.get('tokens_per_s', 0):,}", arm.get("seconds")])
     return common.markdown_table(
-        ["arm", "tokens/step", "steps", "final val loss", "reference", "gap", "diverged",
+        ["arm", "tokens/step", "steps", "final val loss", "same weights, SDPA eval",
+         "reference", "gap", "diverged",
          "max σ(q,k)", "tokens/s", "s"], rows)
 
 

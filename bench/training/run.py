@@ -93,6 +93,12 @@ def time_steps(cfg: TrainConfig, stream: np.ndarray, device: torch.device, steps
     return (time.monotonic() - start) / (steps * cfg.tokens_per_step)
 
 
+def on_device(arm: arms_mod.Arm, device: torch.device) -> arms_mod.Arm:
+    """``arm`` with the GPU SageBwd backend replaced by the interpreter on a CPU."""
+    return replace(arm, backend="sage-interpret") if (
+        device.type == "cpu" and arm.backend == "sage") else arm
+
+
 def rate_key(arm: arms_mod.Arm) -> str:
     """The probe timing that stands for ``arm``: backend family and batch size."""
     return f"{'sdpa' if arm.backend == 'sdpa' else 'sage'}-b{arm.batch_size}"
@@ -105,7 +111,8 @@ def choose_tokens(model: Any, stream: np.ndarray, device: torch.device, budget_s
     probe: dict[str, float] = {}
     for backend in ("sdpa", "sage"):
         for batch, steps, warmup in ((arms_mod.SMALL_BATCH, 24, 6), (arms_mod.LARGE_BATCH, 4, 2)):
-            arm = arms_mod.Arm(f"probe-{backend}-{batch}", backend, batch_size=batch)
+            arm = on_device(arms_mod.Arm(f"probe-{backend}-{batch}", backend, batch_size=batch),
+                            device)
             cfg = train_config(arm, model, batch * model.max_seq_len)
             key = f"{backend}-b{batch}"
             probe[key] = time_steps(cfg, stream, device, steps, warmup)
@@ -159,7 +166,12 @@ def run_suite(args: argparse.Namespace) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     budget = common.Budget(args.budget_s)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    suite = arms_mod.SUITES[args.suite]
+    suite = dict(arms_mod.SUITES[args.suite])
+    if args.arms:
+        suite["arms"] = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = [a for a in suite["arms"] if a not in arms_mod.ARMS]
+        if unknown:
+            raise SystemExit(f"unknown arms {unknown}; known: {sorted(arms_mod.ARMS)}")
     train_stream, val_stream, meta = build_data(args)
     if (args.data_dir / "tokenizer.json").exists():
         shutil.copy(args.data_dir / "tokenizer.json", out_dir / "tokenizer.json")
@@ -186,9 +198,7 @@ def run_suite(args: argparse.Namespace) -> dict:
     })
     results.save()
     for name in suite["arms"]:
-        arm = arms_mod.ARMS[name]
-        if args.suite == "tiny" and device.type == "cpu" and arm.backend == "sage":
-            arm = replace(arm, backend="sage-interpret")
+        arm = on_device(arms_mod.ARMS[name], device)
         cfg = train_config(arm, model, tokens, **overrides)
         rate = (args.rates or {}).get(rate_key(arm))
         projected = tokens * rate * OVERHEAD if rate else 0.0
@@ -240,6 +250,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--suite", choices=sorted(arms_mod.SUITES), default="main")
+    parser.add_argument("--arms", default=None,
+                        help="comma-separated arm names to run instead of the suite's")
     parser.add_argument("--tokens", default="auto",
                         help="token budget per arm, or 'auto' (probe and fit the ablations)")
     parser.add_argument("--budget-s", type=float, default=540,
@@ -254,7 +266,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", choices=("bpe", "byte"), default="bpe")
     parser.add_argument("--tokenizer-json", type=Path, default=None)
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--max-mb", type=float, default=160)
+    parser.add_argument("--max-mb", type=float, default=100)
     parser.add_argument("--table2-batch", type=int, default=2)
     parser.add_argument("--device", default=None)
     return parser.parse_args(argv)

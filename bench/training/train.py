@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -171,7 +171,8 @@ def train(cfg: TrainConfig, train_stream: np.ndarray, val_stream: np.ndarray,
     ``result``: ``config`` (:meth:`TrainConfig.to_dict`), ``evals`` (a list of
     ``{step, tokens, val_loss, seconds, qk}``), ``train`` (``{step, loss, lr,
     grad_norm}`` every ``log_every`` steps), ``final_val_loss`` (over
-    ``final_eval_tokens``), ``diverged`` (a non-finite loss stopped the run),
+    ``final_eval_tokens``; for SageBwd arms also ``final_val_loss_sdpa_eval``, the
+    same weights evaluated with SDPA), ``diverged`` (a non-finite loss stopped the run),
     ``seconds`` and ``tokens_per_s``. ``on_eval`` gets the partial result
     after every evaluation.
     """
@@ -244,6 +245,13 @@ def train(cfg: TrainConfig, train_stream: np.ndarray, val_stream: np.ndarray,
     final = val_windows(val_stream, cfg.seq_len, cfg.final_eval_tokens, device)
     result["final_val_loss"] = evaluate(model, final, cfg.eval_batch)
     result["final_eval_tokens"] = int(final.shape[0] * cfg.seq_len)
+    if cfg.model.attention.backend != "sdpa":
+        # The same weights evaluated with full-precision attention: separates what
+        # training with SageBwd changed from SageBwd's forward error at evaluation.
+        options = model.cfg.attention
+        model.set_attention(replace(options, backend="sdpa"))
+        result["final_val_loss_sdpa_eval"] = evaluate(model, final, cfg.eval_batch)
+        model.set_attention(options)
     log(f"[{cfg.name}] final val {result['final_val_loss']:.4f} over "
         f"{result['final_eval_tokens']} tokens; {result['seconds']:.0f} s, "
         f"{result['tokens_per_s']} tokens/s")
