@@ -55,9 +55,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         k, v: (B, Hkv, Nkv, D) / (B, Nkv, Hkv, D), one shape; H % Hkv == 0
             (GQA; Hkv = 1 is MQA): query head h reads kv head h // (H // Hkv).
             q, k, v: float16 or bfloat16 (one dtype) CUDA tensors on one
-            device; D = 64 or 128; any N and Nkv >= 1 (tails are masked);
-            Nkv may differ from N unless ``causal``.
-        causal: key j is visible to query i iff j <= i (needs N == Nkv).
+            device (CPU tensors only under ``SAGE_INTERPRET=1``, in the
+            interpreter); D = 64 or 128; any N and Nkv >= 1 (tails are masked).
+        causal: key j is visible to query i iff j <= i + Nkv - N: aligned
+            bottom-right, as FlashAttention (decoding: the last query sees
+            every key); needs N <= Nkv.
         sm_scale: softmax scale, finite and > 0; default 1 / sqrt(D).
         smooth_k: subtract the per-(batch, kv head) key mean before quantizing K
             (on by default; softmax is unchanged; no backward correction term).
@@ -119,7 +121,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
             tensors on different devices, a dtype other than float16/bfloat16
             or differing dtypes, k and v of different shapes, batch or
             head_dim mismatch, head_dim not 64/128, empty tensors, heads not
-            divisible by kv_heads, causal with N != Nkv, an unknown layout,
+            divisible by kv_heads, causal with N > Nkv, an unknown layout,
             sm_scale not a finite number > 0, flags that are not bools, an
             unknown ``scales``.
     """

@@ -61,10 +61,12 @@ def test_opcheck_forward_and_backward(layout):
                           + flags)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_matches_sdpa_with_an_explicit_mask(causal):
-    """Fewer queries than keys: causal is aligned bottom-right."""
-    q, k, v = _inputs(n=20, n_kv=70, heads=4, kv_heads=2, d=128)
+@pytest.mark.parametrize("causal, heads, kv_heads", [(False, 4, 2), (True, 4, 2),
+                                                     (True, 2, 2)])
+def test_matches_sdpa_with_an_explicit_mask(causal, heads, kv_heads):
+    """Fewer queries than keys: causal is aligned bottom-right. Without GQA the
+    backward stores dK, dV in 16 bits directly (no f32 workspace)."""
+    q, k, v = _inputs(n=20, n_kv=70, heads=heads, kv_heads=kv_heads, d=128)
     o = sage.attention(q, k, v, causal=causal, layout="bshd")
     do = torch.randn_like(o)
     o.backward(do)

@@ -50,7 +50,8 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
     tiles = default_tiles(d)
     shape = Shape(2, 4, 2, 1000, 1000, d)
     for flags in _variants(name):
-        text = sl.trace(KERNELS[name], arg_specs(name, dtype),
+        text = sl.trace(KERNELS[name], arg_specs(name, dtype,
+                                                 direct_kv=flags.get("direct_kv", False)),
                         constexprs(name, shape, tiles, **flags), arch="sm_90a",
                         num_warps=tiles.num_warps)
         ptx = library.compile(text, arch="sm_90a")

@@ -46,14 +46,18 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
                      stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                      CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
-                     STORE_P_DS: sl.constexpr, FINE_SCALES: sl.constexpr = False):
+                     STORE_P_DS: sl.constexpr, FINE_SCALES: sl.constexpr = False,
+                     DIRECT_KV: sl.constexpr = False):
     """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
 
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
     v is the 16-bit V (B, Hkv, Nkv, D) (dP = dO V^T stays 16-bit) and do the
     16-bit dO (B, H, N, D), both with their strides; do_q / do_scale and delta
     from the backward pre-pass.
-    dq: (B*H, N, D) f32 workspace; dk, dv: (B*Hkv, Nkv, D) f32; all zeroed.
+    dq: (B*H, N, D) f32 workspace, zeroed; dk, dv: (B*Hkv, Nkv, D) f32,
+    zeroed, or with DIRECT_KV (only when H == Hkv: this program is the only
+    one to write dK_j, dV_j) in the inputs' 16-bit dtype, stored once
+    without atomics (no f32 workspace: peak memory).
     With STORE_P_DS, P and dS (f32, before quantization) are written to p_out
     and ds_out, (B*H, N, Nkv) f32 (for the accuracy report and tests).
     """
@@ -128,5 +132,9 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
         if STORE_P_DS:
             for out, value in ((p_out, p), (ds_out, ds)):
                 sl.store(slice_of(out, bh, N, N_KV), value, (row, col), (N_KV, 1), (N, N_KV))
-    store_rows(dk, dk_acc * LN2, kv, col, N_KV, D, atomic_add=True)
-    store_rows(dv, dv_acc, kv, col, N_KV, D, atomic_add=True)
+    if DIRECT_KV:
+        store_rows(dk, (dk_acc * LN2).to(dk.dtype.element), kv, col, N_KV, D)
+        store_rows(dv, dv_acc.to(dv.dtype.element), kv, col, N_KV, D)
+    else:
+        store_rows(dk, dk_acc * LN2, kv, col, N_KV, D, atomic_add=True)
+        store_rows(dv, dv_acc, kv, col, N_KV, D, atomic_add=True)

@@ -89,7 +89,7 @@ FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
          "quantize_kv_kernel": ("smooth_k", "fine_scales"),
          "sagebwd_forward": ("causal", "smooth_q", "fine_scales"),
          "sagebwd_backward_prepass": ("fine_scales",),
-         "sagebwd_backward": ("causal", "smooth_q", "fine_scales")}
+         "sagebwd_backward": ("causal", "smooth_q", "fine_scales", "direct_kv")}
 
 # The quantization granularities (``scales=``) are sage.reference.sagebwd.SCALES:
 # "block" is the papers' one scale per tile for every operand; "fine" (sage's
@@ -99,8 +99,10 @@ FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
 
 def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
                smooth_k: bool = True, smooth_q: bool = False,
-               store_p_ds: bool = False, fine_scales: bool = False) -> dict[str, object]:
-    """The constexpr arguments of kernel ``name``."""
+               store_p_ds: bool = False, fine_scales: bool = False,
+               direct_kv: bool = False) -> dict[str, object]:
+    """The constexpr arguments of kernel ``name`` (``direct_kv``: see
+    :func:`backward_buffers`)."""
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     return {
         "k_mean_kernel": dict(D=d, BLOCK_N=bn),
@@ -111,7 +113,7 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                                  SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds,
-                                 FINE_SCALES=fine),
+                                 FINE_SCALES=fine, DIRECT_KV=direct_kv),
     }[name]
 
 
@@ -210,10 +212,19 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
     }
 
 
+def direct_kv(shape: Shape, grad_dtype: str | None) -> bool:
+    """Whether the backward stores dK, dV directly in ``grad_dtype`` (a 16-bit
+    dtype name): only when no two query heads share a kv head, so that one
+    program owns each dK/dV tile."""
+    return grad_dtype is not None and shape.heads == shape.kv_heads
+
+
 def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
-                     fine_scales: bool = False) -> dict[str, BufferSpec]:
-    """What the backward pre-pass and the backward write: dq (B, H, N, D) and
-    dk, dv (B, Hkv, Nkv, D) f32 are atomic-add targets (zeroed); p_out and
+                     fine_scales: bool = False,
+                     grad_dtype: str | None = None) -> dict[str, BufferSpec]:
+    """What the backward pre-pass and the backward write: dq (B, H, N, D) f32
+    is an atomic-add target (zeroed); dk, dv (B, Hkv, Nkv, D) too, unless
+    :func:`direct_kv` (then in ``grad_dtype``, written once); p_out and
     ds_out (B, H, N, Nkv) only with ``store_p_ds``; dO's scales are one per
     block, or one per channel of each block with ``fine_scales``."""
     b, d = shape.batch, shape.d
@@ -223,14 +234,16 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
     # P and dS are 0 by definition.
     pds = BufferSpec((b, shape.heads, shape.n, shape.n_kv), "float32", zeroed=True) \
         if store_p_ds else UNUSED
+    kv_grad = BufferSpec(kv, grad_dtype) if direct_kv(shape, grad_dtype) \
+        else BufferSpec(kv, "float32", zeroed=True)
     return {
         "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
         "do_q": BufferSpec((b * shape.heads, shape.n, d), "int8"),
         "do_scale": BufferSpec((b * shape.heads, nq, d) if fine_scales
                                else (b * shape.heads, nq), "float32"),
         "dq": BufferSpec((b, shape.heads, shape.n, d), "float32", zeroed=True),
-        "dk": BufferSpec(kv, "float32", zeroed=True),
-        "dv": BufferSpec(kv, "float32", zeroed=True),
+        "dk": kv_grad,
+        "dv": kv_grad,
         "p_out": pds,
         "ds_out": pds,
     }
@@ -257,18 +270,20 @@ _FLOAT_SCALARS = ("qk_scale", "sm_scale")
 
 
 def arg_specs(name: str, dtype: sl.DType, out_dtype: sl.DType | None = None,
-              alignment: int | None = 16) -> list[sl.ArgSpec]:
+              alignment: int | None = 16, direct_kv: bool = False) -> list[sl.ArgSpec]:
     """The runtime argument specs of kernel ``name`` for ``dtype`` (f16/bf16) inputs,
     as the JIT makes them for contiguous tensors.
 
     Lengths and head counts are i32; strides are i32 divisible by 16 (D is);
-    ``out_dtype`` is O's element type (default ``dtype``).
+    ``out_dtype`` is O's element type (default ``dtype``); with ``direct_kv``
+    dk and dv have the input dtype (:func:`backward_buffers`).
     """
     kinds = {"input": dtype, "output": out_dtype or dtype}
     specs = []
     for param in runtime_params(name):
         if param in _POINTER_DTYPES:
-            element = _POINTER_DTYPES[param]
+            element = "input" if direct_kv and param in ("dk", "dv") \
+                else _POINTER_DTYPES[param]
             specs.append(sl.ArgSpec.pointer(kinds.get(element, element), alignment=alignment))
         elif param in _FLOAT_SCALARS:
             specs.append(sl.ArgSpec.scalar(sl.float32))

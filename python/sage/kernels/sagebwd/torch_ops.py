@@ -28,13 +28,14 @@ from sage.attention_checks import TensorInfo, check_attention_args
 from sage.jit import jit
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
                                          Strides, Tiles, backward_buffers, constexprs,
-                                         default_tiles, forward_buffers, forward_sequence,
-                                         grids, runtime_args, scalar_args, stride_args,
-                                         strided_params)
+                                         default_tiles, direct_kv, forward_buffers,
+                                         forward_sequence, grids, runtime_args, scalar_args,
+                                         stride_args, strided_params)
 
 #: One JIT object per kernel (their in-memory caches persist across calls).
 JIT_KERNELS = {name: jit(fn, strided=strided_params(name)) for name, fn in KERNELS.items()}
-_TORCH_DTYPES = {"int8": torch.int8, "float32": torch.float32}
+_TORCH_DTYPES = {"int8": torch.int8, "float32": torch.float32, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16}
 LN2 = math.log(2.0)
 
 
@@ -125,7 +126,7 @@ def allocate(specs: dict[str, BufferSpec], device: torch.device) -> dict[str, to
 
 
 def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
-            device: torch.device, store_p_ds: bool = False) -> None:
+            device: torch.device, store_p_ds: bool = False, direct_kv: bool = False) -> None:
     """Launches ``sequence``: on the GPU for CUDA tensors; CPU tensors run in
     the interpreter (the CPU implementation of the ``sage::`` ops, for tests)."""
     all_grids = grids(plan.shape, plan.tiles)
@@ -136,7 +137,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
             *runtime_args(name, values), num_warps=plan.tiles.num_warps,
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                          smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
-                         store_p_ds=store_p_ds))
+                         store_p_ds=store_p_ds, direct_kv=direct_kv))
 
 
 def _info(x: torch.Tensor) -> TensorInfo:
@@ -227,19 +228,25 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
         raise ValueError(f"do must have O's shape {tuple(saved.o.shape)}, got "
                          f"{tuple(do.shape)}")
     do = unit_last_stride(do.to(plan.dtype))
-    buffers = allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine),
-                        do.device)
+    # dK, dV straight in 16 bits where no kv head is shared (peak memory).
+    grad_dtype = str(plan.dtype).rsplit(".", 1)[-1]
+    direct = direct_kv(plan.shape, grad_dtype)
+    buffers = allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine,
+                                        grad_dtype), do.device)
     values: dict[str, Any] = dict(buffers, **scalar_args(plan.shape, plan.sm_scale), do=do,
                                   **{name: getattr(saved, name)
                                      for name in Saved.tensor_names()})
     for name in ("do", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
-    _launch(BACKWARD_SEQUENCE, plan, values, do.device, store_p_ds=store_p_ds)
-    del values  # drops its references to the f32 workspaces
+    _launch(BACKWARD_SEQUENCE, plan, values, do.device, store_p_ds=store_p_ds,
+            direct_kv=direct)
+    del values  # drops its references to the workspaces
     extras = {"delta": buffers["delta"]}
     if store_p_ds:
         extras.update(p=buffers["p_out"], ds=buffers["ds_out"])
-    # One at a time, each f32 workspace freed as soon as it is converted (peak memory).
+    # Peak memory: the INT8 dO goes first, then each f32 workspace as soon as
+    # it is converted (a no-op for 16-bit dK, dV).
+    del buffers["do_q"]
     dq = buffers.pop("dq").to(plan.dtype)
     dk = buffers.pop("dk").to(plan.dtype)
     dv = buffers.pop("dv").to(plan.dtype)
