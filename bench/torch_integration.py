@@ -34,6 +34,7 @@ from typing import Any, Callable
 import torch
 
 import sage
+import sage.attention_ops  # noqa: F401  (registers torch.ops.sage.*)
 from sage.integrations import transformers as sage_hf
 from sage.kernels.sagebwd.torch_ops import JIT_KERNELS
 
