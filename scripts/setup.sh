@@ -17,6 +17,9 @@ BUILD_TYPE="${SAGE_BUILD_TYPE:-Release}"
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 # Two jobs: a translation unit with MLIR headers takes ~2 GB to compile.
 cmake --build build -j "${SAGE_JOBS:-2}"
-# The Python binding (sage._sage): g++, Python headers and pybind11 only.
-bash scripts/build-binding.sh
-echo "sage: set-up done (build/bin/sage-opt)"
+# The Python package `sage` (distribution sage-mlir, pyproject.toml) with the
+# console commands sage-opt and sage-translate. scikit-build-core builds in
+# the same tree (build/), so the C++ above is not compiled again: pip adds
+# the binding (sage._sage) and installs the package with the library.
+bash scripts/install-package.sh
+echo "sage: set-up done (build/bin/sage-opt; python3 -c 'import sage' anywhere)"

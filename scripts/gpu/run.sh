@@ -13,13 +13,20 @@
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     training  bench/training/run.py --suite main (SageBwd vs SDPA pretraining parity; extra
 #               arguments in SAGE_TRAINING_ARGS); training-ablations: --suite ablations
+#     package   installs the Python package offline (the carried library
+#               packaged as it is: scripts/install-package.sh with
+#               SAGE_PREBUILT_COMPILER), then from outside the checkout:
+#               import, the console commands, and bench/torch_integration.py
+#               (torch.compile, CUDA graphs, transformers, peak memory)
 #   default: tests example jit
+# The other stages use the source tree (PYTHONPATH=python).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 SAGE_PTX_DIR="$PWD/.carry/ptx" SAGE_GPU_RESULTS="$OUT/gpu-results.json"
 export SAGE_CACHE_DIR=/tmp/sage-cache SAGE_BINDING_DIR=/tmp/sage-binding
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 if [ -f .carry/libsage_compiler.so.gz ]; then
   gunzip -c .carry/libsage_compiler.so.gz > /tmp/libsage_compiler.so
   export SAGE_COMPILER_LIBRARY=/tmp/libsage_compiler.so
@@ -61,6 +68,17 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       python3 bench/training/run.py "$OUT" --suite "$suite" ${SAGE_TRAINING_ARGS:-} 2>&1 |
         tee "$OUT/training.log" ;;
+    package)
+      root="$PWD"
+      { bash scripts/install-package.sh -Cbuild-dir=/tmp/sage-package-build \
+          -Ccmake.define.SAGE_PREBUILT_COMPILER=/tmp/libsage_compiler.so -Cbuild.targets=_sage &&
+        cd /tmp &&
+        env -u PYTHONPATH -u SAGE_COMPILER_LIBRARY -u SAGE_BINDING_DIR bash -c '
+          python3 -c "import sage; print(\"sage\", sage.__version__, sage.__file__)" &&
+          sage-opt --show-dialects | grep sage &&
+          sage-translate "$0/examples/quant_matmul.mlir" --arch=sm_90a | head -3 &&
+          python3 "$0/bench/torch_integration.py" "$1/torch_integration.json" \
+            "$1/torch_integration.md"' "$root" "$OUT"; } 2>&1 | tee "$OUT/package.log" ;;
     *) echo "unknown stage: $stage"; false ;;
   esac
   rc=${PIPESTATUS[0]}

@@ -1,16 +1,9 @@
 //===- sage-opt.cpp - replay any sage pass or pipeline on a file ----------===//
+//
+// The driver is sage_opt_main in libsage_compiler.so (lib/CAPI/ToolMains.cpp).
+//
+//===----------------------------------------------------------------------===//
 
-#include "sage/Registration/InitAllSage.h"
+#include "sage/Compiler/CApi.h"
 
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
-
-int main(int argc, char **argv) {
-  mlir::registerTransformsPasses(); // canonicalize, cse, ...
-  mlir::sage::registerAllSagePasses();
-  mlir::DialectRegistry registry;
-  mlir::sage::registerAllSageDialects(registry);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "sage optimizer driver\n", registry));
-}
+int main(int argc, char **argv) { return sage_opt_main(argc, argv); }

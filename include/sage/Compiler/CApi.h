@@ -84,6 +84,13 @@ SAGE_CAPI_EXPORT void sage_free(char *text);
 /* The compiler's version: "<release>+<git commit>"; part of JIT cache keys. */
 SAGE_CAPI_EXPORT const char *sage_version(void);
 
+/* The command-line tools' mains (`sage-opt`, `sage-translate`), so that the
+ * executables and the Python package's console commands are thin callers of
+ * this library and MLIR exists once. They parse LLVM's global command line:
+ * call one at most once per process. */
+SAGE_CAPI_EXPORT int sage_opt_main(int argc, char **argv);
+SAGE_CAPI_EXPORT int sage_translate_main(int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

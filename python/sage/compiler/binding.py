@@ -1,9 +1,10 @@
 """Finds and imports the native binding ``sage._sage`` (built by
 ``scripts/build-binding.sh``).
 
-The extension is built per Python version outside the source tree, so it is
-looked up by path: ``$SAGE_BINDING_DIR``, else ``build/python`` of the
-checkout. An installed ``sage._sage`` (next to this package) wins.
+The extension is built per Python version, so it is looked up by path: an
+installed ``sage._sage`` (next to this package, ``pip install .``) first,
+then ``$SAGE_BINDING_DIR``, then ``build/python`` of the checkout (a source
+checkout or an editable install).
 """
 
 from __future__ import annotations

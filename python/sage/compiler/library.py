@@ -63,9 +63,18 @@ class CompileOutput:
     diagnostics: str
 
 
+#: Where an installed package keeps the library (sage/lib, pyproject.toml).
+_INSTALLED = Path(__file__).resolve().parents[1] / "lib" / "libsage_compiler.so"
+
+
 def default_library_path() -> Path:
-    """``$SAGE_COMPILER_LIBRARY``, else the build tree's library."""
-    return knobs.compiler_library.get() or \
+    """``$SAGE_COMPILER_LIBRARY``, else the installed package's library, else
+    the build tree's (a source checkout, or an editable install: its Python
+    files stay in the checkout)."""
+    configured = knobs.compiler_library.get()
+    if configured:
+        return configured
+    return _INSTALLED if _INSTALLED.exists() else \
         _REPO_ROOT / "build" / "lib" / "libsage_compiler.so"
 
 

@@ -126,11 +126,12 @@ class Knobs:
                  "The ptxas to run (default: on PATH, $CUDA_HOME/bin, "
                  "/usr/local/cuda/bin).", affects_output=True)
     compiler_library = Knob("SAGE_COMPILER_LIBRARY", parse_path, lambda: None,
-                            "libsage_compiler.so to load (default: the build "
-                            "tree's build/lib).")
+                            "libsage_compiler.so to load (default: the installed "
+                            "package's sage/lib, else the build tree's build/lib).")
     binding_dir = Knob("SAGE_BINDING_DIR", parse_path, lambda: None,
-                       "Where the native binding _sage*.so is (default: the "
-                       "build tree's build/python).")
+                       "Where the native binding _sage*.so is when the "
+                       "package has none (default: the build tree's "
+                       "build/python).")
 
     def all(self) -> list[Knob]:
         """Every knob, in declaration order."""
