@@ -10,4 +10,4 @@ root="$PWD"
 outside="$(mktemp -d)"
 trap 'rm -rf "$outside"' EXIT
 cd "$outside"
-python3 -m pytest "$root/python/test" -q -p no:cacheprovider
+SAGE_TEST_INSTALLED=1 python3 -m pytest "$root/python/test" -q -p no:cacheprovider

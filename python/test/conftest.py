@@ -1,14 +1,16 @@
-"""The tests import the *installed* `sage` (scripts/test.sh installs it and
-runs pytest from outside the checkout, so a file the package lacks fails);
-PYTHONPATH=python runs them on the source tree instead (the GPU script
-does), and so does a machine where the package is not installed at all."""
+"""Which `sage` the tests import: scripts/test.sh sets SAGE_TEST_INSTALLED=1
+and runs pytest from outside the checkout, so they test the *installed*
+package (a file the package lacks fails there); run by hand, they test the
+source tree (python/), whatever is installed."""
 
-import importlib.util
+import os
 import sys
 from pathlib import Path
 
-if importlib.util.find_spec("sage") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_SOURCE = Path(__file__).resolve().parents[1]
+INSTALLED = os.environ.get("SAGE_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, str(_SOURCE))
 # Test helper modules (repo_files, test_language_kernels), also for tests in
 # subfolders.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -17,9 +19,13 @@ import pytest  # noqa: E402
 
 
 def pytest_report_header(config):
-    """Which `sage` the tests run against."""
+    """Which `sage` the tests run against (installed: never the checkout's)."""
     import sage
-    return f"sage {sage.__version__} from {Path(sage.__file__).parent}"
+    where = Path(sage.__file__).resolve().parent
+    if INSTALLED and where.is_relative_to(_SOURCE):
+        raise pytest.UsageError(f"SAGE_TEST_INSTALLED=1 but sage comes from the checkout "
+                                f"({where}): install it (scripts/install-package.sh)")
+    return f"sage {sage.__version__} from {where}"
 
 
 @pytest.fixture(scope="session")
