@@ -152,3 +152,18 @@ def test_grid_covers_three_axes():
     out = np.full(24, -1, np.int32)
     sl.interpret(kernel, (2, 3, 4), [out], {})
     assert out.tolist() == list(range(24))
+
+
+
+def test_interpreter_takes_strided_tensors_by_their_memory():
+    """A strided torch tensor is handed over as its memory from its first
+    element to its last, and written back there."""
+    torch = pytest.importorskip("torch")
+    from sage.jit.interpret import _torch_to_host
+    base = torch.arange(24.0).reshape(4, 6)
+    view = base[1:, 2:4].t()  # offset 8, strides (1, 6)
+    host, write_back = _torch_to_host("x", view)
+    np.testing.assert_array_equal(host, np.arange(8.0, 22.0))
+    host[:] = -1.0
+    write_back()
+    assert (base[1:, 2:4] == -1).all() and base[0].eq(torch.arange(6.0)).all()

@@ -113,3 +113,9 @@ def test_f32_output_and_mqa_four_heads():
                                          fwd.saved), do, v, cfg, "float16")
     for name in ("dq", "dk", "dv"):
         assert relative_l2(getattr(grads, name), getattr(ref, name)) <= TOLERANCE, name
+
+
+def test_causal_with_more_queries_than_keys_is_an_error():
+    q, k, v, _ = _inputs((1, 1, 1, 70, 40, 64, "float16"))
+    with pytest.raises(ValueError, match=r"causal needs seq <= seq_kv, got 70 and 40"):
+        interpreted.forward(q, k, v, SageBwdConfig(sm_scale=0.125, causal=True))

@@ -2,7 +2,7 @@
 on the CPU instead of the GPU.
 
 Pointer arguments may be numpy arrays, ``sl.Buffer`` (bf16 as float32) or
-torch tensors (any device, any non-negative strides): a tensor's memory,
+torch tensors (any device, any strides): a tensor's memory,
 from its first element to its last, is copied to a numpy array (bf16
 through float32), the kernel runs, and the array is copied back into the
 tensor, so the caller sees its outputs written in place as on the GPU.
@@ -24,10 +24,8 @@ def _torch_to_host(name: str, tensor: Any) -> tuple[Any, Callable[[], None]]:
     tensor = tensor.detach()
     if not tensor.is_contiguous():
         # The kernel addresses a strided tensor from its first element through
-        # its strides: hand it the memory from there to the last element.
-        if any(stride < 0 for stride in tensor.stride()):
-            raise ArgumentError(f"argument {name}: the interpreter needs non-negative "
-                                f"strides, got {tensor.stride()}")
+        # its strides: hand it the memory from there to the last element
+        # (torch strides are never negative).
         extent = 1 + sum((size - 1) * stride
                          for size, stride in zip(tensor.shape, tensor.stride()))
         tensor = tensor.as_strided((extent,), (1,))
