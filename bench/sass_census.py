@@ -701,7 +701,8 @@ LOOP_METHOD = (
     "target (so out-of-line slow paths the loop calls into count in it). Wait loops (bodies "
     "of only SYNCS/NANOSLEEP/YIELD polling, loads, compares and branches) are set aside; the "
     "loop body is the union of the innermost remaining loops, counted statically (each "
-    "instruction once).")
+    "instruction once). Subroutines reached by CALL (ptxas's division and reciprocal slow "
+    "paths) are not followed: they count in the whole kernel only.")
 PER_ELEMENT_METHOD = (
     "loop-body count x threads per program / elements per iteration (BLOCK_M x BLOCK_N score "
     "elements for the forward and the backward, BLOCK_N x D K elements for the K mean); for "
