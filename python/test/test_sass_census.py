@@ -129,7 +129,16 @@ def test_variants_are_what_the_speed_benchmark_runs():
 DISASSEMBLER = census.find_disassembler()
 
 
-@pytest.mark.skipif(DISASSEMBLER is None, reason="no cuobjdump or nvdisasm "
+def _has_ptxas() -> bool:
+    try:
+        census.find_ptxas()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(DISASSEMBLER is None or not _has_ptxas(),
+                    reason="no ptxas (CUDA toolkit), or no cuobjdump or nvdisasm "
                     "(pip install -r python/requirements-dev.txt)")
 def test_end_to_end_k_mean(library, tmp_path):
     """Compiles the K-mean kernel (D=64, one loop over key blocks) and runs the CLI."""
