@@ -779,7 +779,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kernels", default="",
                         help="comma-separated substrings or globs of variant names "
                              "(e.g. 'sagebwd_backward-*,forward')")
-    parser.add_argument("--ptx", nargs="+", help="census these sage PTX files instead")
+    parser.add_argument("--ptx", nargs="+", help="census these sage PTX files instead (e.g. from SAGE_DUMP; no per-element "
+                             "counts: their tiles are not known)")
     parser.add_argument("--ptxas", help="ptxas to use (default: the compiler library's)")
     parser.add_argument("--disassembler", default="auto",
                         help="auto (cuobjdump, else nvdisasm), cuobjdump, nvdisasm, or a path")
