@@ -7,6 +7,8 @@ On the GPU machine it is ``bash scripts/gpu/run.sh training`` (suite
 ``main``) and ``bash scripts/gpu/run.sh training-ablations``, each a single
 device call of under 10 minutes. Steps:
 
+0. on a GPU, check sage.attention's gradients at the model's attention shape
+   against float64 (``grad_check.py``); stop if the harness's inputs fail;
 1. build the dataset (``data.py``: this machine's Python sources, BPE) unless
    ``--data-dir`` already holds one;
 2. with ``--tokens auto``, time a few steps of SDPA and SageBwd at both
@@ -51,14 +53,16 @@ common.add_python_path()
 
 from training import arms as arms_mod  # noqa: E402
 from training import data as data_mod  # noqa: E402
+from training import grad_check as grad_check_mod  # noqa: E402
 from training import report  # noqa: E402
 from training import table2 as table2_mod  # noqa: E402
 from training.train import Batches, TrainConfig, train, val_windows  # noqa: E402
 
 from sage.nn import Llama  # noqa: E402
 
-#: Per-arm time beyond training (final evaluation, plots), as a fraction.
-OVERHEAD = 1.12
+#: Per-arm time beyond the probed training steps (evaluations, plots), as a factor
+#: (measured on the H100: 1.28-1.34).
+OVERHEAD = 1.35
 
 
 def train_config(arm: arms_mod.Arm, model: Any, tokens: int, **overrides: Any) -> TrainConfig:
@@ -172,6 +176,15 @@ def run_suite(args: argparse.Namespace) -> dict:
         unknown = [a for a in suite["arms"] if a not in arms_mod.ARMS]
         if unknown:
             raise SystemExit(f"unknown arms {unknown}; known: {sorted(arms_mod.ARMS)}")
+    check = None
+    if device.type == "cuda" and args.grad_check:
+        check = grad_check_mod.grad_check()
+        print(grad_check_mod.table(check), flush=True)
+        (out_dir / "training.json").write_text(json.dumps({"grad_check": check}, indent=1) + "\n")
+        if not grad_check_mod.harness_ok(check):
+            print("grad check failed for the inputs the harness passes: no training", flush=True)
+            return {"grad_check": check, "arms": {}, "skipped": [], "seconds": 0.0,
+                    "aborted": "grad check"}
     train_stream, val_stream, meta = build_data(args)
     if (args.data_dir / "tokenizer.json").exists():
         shutil.copy(args.data_dir / "tokenizer.json", out_dir / "tokenizer.json")
@@ -194,7 +207,7 @@ def run_suite(args: argparse.Namespace) -> dict:
     results = Results(out_dir, {
         "suite": args.suite, "command": " ".join(sys.argv), "environment": common.environment(),
         "data": meta, "model": model.to_dict(), "tokens": tokens, "token_choice": choice,
-        "seconds_per_token": args.rates,
+        "seconds_per_token": args.rates, "grad_check": check,
     })
     results.save()
     for name in suite["arms"]:
@@ -269,12 +282,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-mb", type=float, default=100)
     parser.add_argument("--table2-batch", type=int, default=2)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--no-grad-check", dest="grad_check", action="store_false",
+                        help="skip the pre-flight gradient check (grad_check.py) on a GPU")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = run_suite(args)
+    if data.get("aborted"):
+        print(f"aborted: {data['aborted']}", flush=True)
+        return 3
     bad = [n for n, a in data["arms"].items() if not math.isfinite(a.get("final_val_loss", 0))]
     print(f"done in {data['seconds']} s; arms: {len(data['arms'])}, skipped: "
           f"{len(data['skipped'])}, non-finite: {bad}", flush=True)
