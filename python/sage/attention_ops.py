@@ -119,6 +119,9 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     # Q and K, the 16-bit V, O and the LSE.
     ctx.save_for_backward(q_q, q_scale, q_mean, k_q, k_scale, v, o, lse)
     ctx.flags = tuple(flags)
+    # Only O's gradient is used: no zero tensors for the other outputs (they
+    # would cost as much memory as the INT8 Q and K).
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx: Any, do: Tensor, *_: Any) -> tuple[Tensor | None, ...]:

@@ -364,8 +364,9 @@ REJECTED = {
                     r"argument q: head_dim .* must be one of \(64, 128\), got 96"),
     "heads_not_divisible": ((_z, Q), (_z, (1, 3, 64, 64)), (_z, (1, 3, 64, 64)), {},
                             r"argument k: kv_heads 3 must divide q's heads 4"),
-    "causal_n_ne_nkv": ((_z, Q), (_z, (1, 2, 80, 64)), (_z, (1, 2, 80, 64)),
-                        {"causal": True}, r"argument causal: .*seq == seq_kv"),
+    # Causal is aligned bottom-right: fewer queries than keys is fine, more is not.
+    "causal_n_gt_nkv": ((_z, Q), (_z, (1, 2, 40, 64)), (_z, (1, 2, 40, 64)),
+                        {"causal": True}, r"argument causal: .*seq <= seq_kv"),
     "bad_layout": ((_z, Q), (_z, KV), (_z, KV), {"layout": "sbhd"}, r"argument layout"),
     "bshd_heads": ((_z, (1, 64, 4, 64)), (_z, (1, 64, 3, 64)), (_z, (1, 64, 3, 64)),
                    {"layout": "bshd"}, r"argument k: kv_heads 3"),
