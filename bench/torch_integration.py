@@ -165,27 +165,48 @@ def hf_config(kind: str):
 
 
 def hf_twins(kind: str):
+    """The same random float32 weights under "sage" and "sdpa" attention."""
     import transformers
     torch.manual_seed(0)
     sage_model = transformers.AutoModelForCausalLM.from_config(
-        hf_config(kind), attn_implementation="sage", dtype=torch.bfloat16).to(DEVICE)
+        hf_config(kind), attn_implementation="sage").to(DEVICE)
     sdpa_model = transformers.AutoModelForCausalLM.from_config(
-        hf_config(kind), attn_implementation="sdpa", dtype=torch.bfloat16).to(DEVICE)
+        hf_config(kind), attn_implementation="sdpa").to(DEVICE)
     sdpa_model.load_state_dict(sage_model.state_dict())
     return sage_model, sdpa_model
 
 
 def batch(step: int, n: int = 256, b: int = 4) -> torch.Tensor:
-    """Learnable data: sequences that repeat a random 16-token motif."""
-    gen = torch.Generator().manual_seed(step)
-    motif = torch.randint(0, 512, (b, 16), generator=gen)
-    return motif.repeat(1, n // 16).to(DEVICE)
+    """Learnable data: a fixed pool of 4 batches of random tokens, cycled (the
+    models memorise them, so the loss falls)."""
+    gen = torch.Generator().manual_seed(step % 4)
+    return torch.randint(0, 512, (b, n), generator=gen).to(DEVICE)
+
+
+def train(model, steps: int) -> list[float]:
+    """``steps`` AdamW steps, float32 weights, bf16 autocast (attention runs in bf16)."""
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for step in range(steps):
+        ids = batch(step)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
 
 
 def check_explain_model() -> dict[str, Any]:
     model, _ = hf_twins("llama")
     ids = batch(0)
-    explanation = torch._dynamo.explain(lambda x: model(input_ids=x).logits)(ids)
+
+    def forward(x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return model(input_ids=x).logits
+    explanation = torch._dynamo.explain(forward)(ids)
     ok = explanation.graph_count == 1 and explanation.graph_break_count == 0
     return {"pass": ok, "graphs": explanation.graph_count,
             "breaks": explanation.graph_break_count,
@@ -193,35 +214,34 @@ def check_explain_model() -> dict[str, Any]:
 
 
 def check_training(kind: str, steps: int) -> dict[str, Any]:
-    models = hf_twins(kind)
-    curves = []
-    for model in models:
-        model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        losses = []
-        for step in range(steps):
-            ids = batch(step)
-            loss = model(input_ids=ids, labels=ids).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        curves.append(losses)
-    diffs = [abs(a - b) / b for a, b in zip(*curves)]
-    # Tracks: within 2% at every step (bf16 twins; sage adds INT8 quantization).
-    ok = max(diffs) < 0.02 and curves[0][-1] < 0.5 * curves[0][0]
+    curves = [train(model, steps) for model in hf_twins(kind)]
+    # Tracks: at every step the losses differ by at most 3% of the initial loss
+    # (sage adds its INT8 quantization error to the same bf16 computation),
+    # and the model trains.
+    diffs = [abs(a - b) / curves[1][0] for a, b in zip(*curves)]
+    ok = max(diffs) <= 0.03 and curves[0][-1] < 0.5 * curves[0][0]
     picks = sorted({0, 1, 4, 9, 19, 29, 39, steps - 1} & set(range(steps)))
-    return {"pass": ok, "max_rel_diff": max(diffs), "mean_rel_diff": sum(diffs) / len(diffs),
-            "sage": [curves[0][i] for i in picks], "sdpa": [curves[1][i] for i in picks],
-            "steps_shown": picks}
+    return {"pass": ok, "max_abs_diff_over_initial_loss": max(diffs),
+            "mean_abs_diff_over_initial_loss": sum(diffs) / len(diffs),
+            "sage": [round(curves[0][i], 4) for i in picks],
+            "sdpa": [round(curves[1][i], 4) for i in picks], "steps_shown": picks}
 
 
-def check_generate(kind: str) -> dict[str, Any]:
+def check_generate(kind: str, steps: int) -> dict[str, Any]:
+    """Greedy decoding (KV cache: one query, many keys) with the same weights,
+    trained first under SDPA on the data pool so that the continuation of a
+    training prompt is not a tie; tokens must agree until the first near tie."""
     sage_model, sdpa_model = hf_twins(kind)
-    prompt = batch(100, n=32, b=1)
-    outs = [m.generate(prompt, max_new_tokens=12, do_sample=False, output_logits=True,
-                       return_dict_in_generate=True, pad_token_id=0)
-            for m in (sage_model, sdpa_model)]
+    train(sdpa_model, steps)
+    sage_model.load_state_dict(sdpa_model.state_dict())
+    prompt = batch(0)[:1, :32]
+    outs = []
+    for model in (sage_model, sdpa_model):
+        model.eval()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            outs.append(model.generate(prompt, max_new_tokens=12, do_sample=False,
+                                       output_logits=True, return_dict_in_generate=True,
+                                       pad_token_id=0))
     tokens = [o.sequences[0, 32:].tolist() for o in outs]
     compared = 0
     for got_logits, want_logits, got, want in zip(outs[0].logits, outs[1].logits, *tokens):
@@ -235,8 +255,7 @@ def check_generate(kind: str) -> dict[str, Any]:
             return {"pass": False, "sage": tokens[0], "sdpa": tokens[1], "compared": compared}
         compared += 1
     return {"pass": compared >= 1, "sage": tokens[0], "sdpa": tokens[1],
-            "agree_until_first_near_tie": compared,
-            "identical": tokens[0] == tokens[1]}
+            "agree_until_first_near_tie": compared, "identical": tokens[0] == tokens[1]}
 
 
 # --- memory -------------------------------------------------------------------
@@ -293,8 +312,8 @@ def main() -> int:
         "explain (tiny Llama)": check_explain_model,
         "train llama (sage vs sdpa)": lambda: check_training("llama", args.steps),
         "train qwen3 (sage vs sdpa)": lambda: check_training("qwen3", args.steps),
-        "generate llama": lambda: check_generate("llama"),
-        "generate qwen3": lambda: check_generate("qwen3"),
+        "generate llama": lambda: check_generate("llama", args.steps),
+        "generate qwen3": lambda: check_generate("qwen3", args.steps),
         "memory d=128": lambda: check_memory(128),
         "memory d=64": lambda: check_memory(64),
     }
