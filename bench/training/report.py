@@ -1,6 +1,7 @@
 """The training-parity report: validation-loss curves (PNG) and the markdown tables.
 
     python3 bench/training/report.py OUT_PREFIX RESULTS.json [RESULTS.json ...]
+        [--notes NOTES.md] [--invalid ARM=REASON ...]
 
 merges the ``training.json`` of one or more runs (arms and Table 2 analyses
 by name; later files win) and writes ``OUT_PREFIX.md``,
@@ -41,8 +42,12 @@ def merge(runs: list[dict]) -> dict:
         merged["arms"].update(run.get("arms", {}))
         merged["table2"].update(run.get("table2", {}))
         merged["skipped"] += run.get("skipped", [])
+        if run.get("grad_check"):
+            merged.setdefault("grad_checks", []).append(
+                {"date": (run.get("environment") or {}).get("date_utc"), **run["grad_check"]})
         merged["runs"].append({k: v for k, v in run.items()
-                               if k not in ("arms", "table2", "skipped", "runs")})
+                               if k not in ("arms", "table2", "skipped", "runs",
+                                            "grad_check")})
         for key in ("data", "model", "tokens", "environment", "command", "suite"):
             merged.setdefault(key, run.get(key))
     done = set(merged["arms"])
@@ -71,10 +76,12 @@ def seed_spread(arms: dict) -> dict[str, float] | None:
             "relative": (max(losses) - min(losses)) / mean}
 
 
-def verdict(arms: dict) -> dict[str, Any]:
+def verdict(arms: dict, invalid: dict | None = None) -> dict[str, Any]:
     """The headline: sage vs SDPA with QK-norm at the smaller tokens per step, per seed
-    and averaged, against the 0.5% bar."""
-    gaps = {s: gap(arms, s, r) for s, r in HEADLINE if s in arms and r in arms}
+    and averaged, against the 0.5% bar (arms named in ``invalid`` do not count)."""
+    invalid = invalid or {}
+    gaps = {s: gap(arms, s, r) for s, r in HEADLINE
+            if s in arms and r in arms and s not in invalid and r not in invalid}
     gaps = {k: v for k, v in gaps.items() if v is not None}
     mean_gap = statistics.fmean(gaps.values()) if gaps else None
     return {"gaps": gaps, "mean_gap": mean_gap, "spread": seed_spread(arms),
@@ -111,6 +118,8 @@ def plot(data: dict, png: Path) -> None:
                 continue
             xs, ys = zip(*pts)
             label = f"{name} ({arm['final_val_loss']:.4f})" if arm.get("complete") else name
+            if name in (data.get("invalid") or {}):
+                label += " INVALID"
             ax.plot(xs, ys, marker="o", markersize=2.5, label=label, **styles[name])
             lows.append(min(ys))
             highs.append(ys[0] if start == 0 else max(ys))
@@ -118,6 +127,8 @@ def plot(data: dict, png: Path) -> None:
         ax.set_xlabel("training tokens (M)")
         ax.set_ylabel("validation loss (nats/token)")
         ax.grid(alpha=0.3)
+        if not lows:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
         if lows:
             lo, hi = min(lows), max(highs) if start else min(max(highs), min(lows) + 3)
             ax.set_ylim(lo - 0.02 * (hi - lo + 1e-3), hi + 0.02 * (hi - lo + 1e-3))
@@ -136,13 +147,16 @@ def _pct(x: float | None) -> str:
 
 
 def arms_table(data: dict) -> str:
-    """One row per arm: settings, final validation loss, gap to its SDPA reference."""
+    """One row per arm: settings, final validation loss, gap to its SDPA reference
+    (arms in ``data["invalid"]`` are marked)."""
     rows = []
+    invalid = data.get("invalid") or {}
     for name, arm in data["arms"].items():
         cfg, spec = arm["config"], arm["arm"]
         last_qk = (arm.get("evals") or [{}])[-1].get("qk") or []
         sigma = max((max(l["q_std"], l["k_std"]) for l in last_qk), default=None)
-        rows.append([name, f"{cfg['tokens_per_step']:,}", cfg["steps"],
+        rows.append([name + (" (INVALID, see above)" if name in invalid else ""),
+                     f"{cfg['tokens_per_step']:,}", cfg["steps"],
                      f"{arm['final_val_loss']:.4f}" if arm.get("complete") else "(incomplete)",
                      arm.get("final_val_loss_sdpa_eval"),
                      spec.get("reference") or "-",
@@ -186,11 +200,14 @@ def table2_section(name: str, analysis: dict) -> str:
 def markdown(data: dict) -> str:
     """The whole report."""
     arms = data["arms"]
-    v = verdict(arms)
+    invalid = data.get("invalid") or {}
+    v = verdict(arms, invalid)
     env = data.get("environment") or {}
     meta = data.get("data") or {}
     model = data.get("model") or {}
     lines = ["# SageBwd training parity (issue 14)", ""]
+    if data.get("notes"):
+        lines += [data["notes"].rstrip(), ""]
     for run in data.get("runs") or [data]:
         e = run.get("environment") or {}
         lines.append(f"- Run: {e.get('date_utc')} on {e.get('device', 'CPU')}, torch "
@@ -221,12 +238,22 @@ def markdown(data: dict) -> str:
         lines.append(f"- noise floor: SDPA over {spread['n']} seeds spans "
                      f"{spread['range']:.4f} ({100 * spread['relative']:.2f}% of the mean "
                      f"{spread['mean']:.4f}).")
-    lines.append(f"- bar (|gap| <= {100 * PARITY:.1f}% at every seed): "
-                 f"**{'met' if v['met'] else 'not met'}**.")
+    state = "met" if v["met"] else ("not met" if v["gaps"] else "not measured (no valid sage arm)")
+    lines.append(f"- bar (|gap| <= {100 * PARITY:.1f}% at every seed): **{state}**.")
+    for name, reason in invalid.items():
+        lines.append(f"- {name} is invalid: {reason}")
     lines += ["", "## All arms", "", arms_table(data), ""]
     if data.get("skipped"):
         lines.append("Skipped for time: " + ", ".join(s["arm"] for s in data["skipped"]) + ".")
         lines.append("")
+    for check in data.get("grad_checks") or []:
+        lines += [f"## Pre-flight gradient check ({check.get('date')})", "",
+                  f"sage.attention at the model's attention shape {check['shape']} (causal, bf16, "
+                  f"unit-Gaussian inputs) vs float64; limit {check['limit']} rel-L2.", ""]
+        rows = [[r["variant"]] + ([r.get(k) for k in ("o", "dq", "dk", "dv")] if "error" not in r
+                                  else [r["error"], "-", "-", "-"]) + ["ok" if r["ok"] else "FAIL"]
+                for r in check["rows"]]
+        lines += [common.markdown_table(["inputs", "O", "dQ", "dK", "dV", ""], rows), ""]
     if data.get("table2"):
         lines += ["## Table 2 analogue (per-tensor error of SageBwd vs full precision)", "",
                   "q, k, v and dO from a full-precision (SDPA) forward and backward of the "
@@ -249,11 +276,21 @@ def write(data: dict, md: Path, png: Path | None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2:
-        print(__doc__)
-        return 2
-    prefix = Path(argv[0])
-    data = merge([json.loads(Path(p).read_text()) for p in argv[1:]])
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("prefix", type=Path)
+    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="a markdown file put under the title")
+    parser.add_argument("--invalid", action="append", default=[], metavar="ARM=REASON",
+                        help="an arm whose result must not count (e.g. a known kernel bug)")
+    args = parser.parse_args(argv)
+    prefix = args.prefix
+    data = merge([json.loads(p.read_text()) for p in args.results])
+    if args.notes:
+        data["notes"] = args.notes.read_text()
+    data["invalid"] = dict(item.split("=", 1) for item in args.invalid)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{prefix}.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     write(data, Path(f"{prefix}.md"), Path(f"{prefix}-curves.png"))

@@ -180,11 +180,12 @@ def run_suite(args: argparse.Namespace) -> dict:
     if device.type == "cuda" and args.grad_check:
         check = grad_check_mod.grad_check()
         print(grad_check_mod.table(check), flush=True)
-        (out_dir / "training.json").write_text(json.dumps({"grad_check": check}, indent=1) + "\n")
+        header = {"suite": args.suite, "command": " ".join(sys.argv),
+                  "environment": common.environment(), "grad_check": check}
+        (out_dir / "training.json").write_text(json.dumps(header, indent=1) + "\n")
         if not grad_check_mod.harness_ok(check):
             print("grad check failed for the inputs the harness passes: no training", flush=True)
-            return {"grad_check": check, "arms": {}, "skipped": [], "seconds": 0.0,
-                    "aborted": "grad check"}
+            return dict(header, arms={}, skipped=[], seconds=0.0, aborted="grad check")
     train_stream, val_stream, meta = build_data(args)
     if (args.data_dir / "tokenizer.json").exists():
         shutil.copy(args.data_dir / "tokenizer.json", out_dir / "tokenizer.json")

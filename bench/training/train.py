@@ -9,7 +9,8 @@ settings, the loss curves, throughput and whether it diverged.
 
 Data order: training sequences are the non-overlapping ``seq_len + 1``-token
 windows of the stream (stride ``seq_len``); each epoch visits them in a
-permutation drawn from a CPU generator seeded with ``seed`` and the epoch.
+permutation drawn from a CPU generator seeded with ``data_seed`` (default 0,
+the same for every arm) and the epoch; ``seed`` sets the initialisation.
 Validation sequences are the first windows of the validation stream.
 """
 
@@ -42,6 +43,10 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
     seed: int = 0
+    #: The data order's seed; None: ``seed`` (the first H100 run, 2026-11-23 00:18,
+    #: varied the order with the seed). Fixed at 0 by default so that seeds differ
+    #: only in the initialisation and the seed spread is a tighter noise floor.
+    data_seed: int | None = 0
     evals: int = 16
     eval_tokens: int = 2**17
     final_eval_tokens: int = 2**19
@@ -184,7 +189,8 @@ def train(cfg: TrainConfig, train_stream: np.ndarray, val_stream: np.ndarray,
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=cfg.lr, betas=cfg.betas, fused=device.type == "cuda")
-    batches = Batches(train_stream, cfg.seq_len, cfg.batch_size, cfg.seed, device)
+    data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
+    batches = Batches(train_stream, cfg.seq_len, cfg.batch_size, data_seed, device)
     val = val_windows(val_stream, cfg.seq_len, cfg.eval_tokens, device)
     eval_steps = sorted({round(cfg.steps * i / cfg.evals) for i in range(1, cfg.evals + 1)})
     result: dict[str, Any] = {"config": cfg.to_dict(), "evals": [], "train": [],

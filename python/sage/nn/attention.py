@@ -132,10 +132,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: Attention
     if options.backend == "sage":
         import sage
 
-        # Contiguous inputs: the first H100 training run (2026-11-23) got wrong
-        # gradients from strided q/k/v views; bench/training/grad_check.py
-        # says which input forms are affected.
-        q, k, v = (x.contiguous() for x in (q, k, v))
         return sage.attention(q, k, v, causal=causal, smooth_k=options.smooth_k,
                               smooth_q=options.smooth_q, layout="bshd", scales=options.scales)
     return _CpuSageBwd.apply(q, k, v, options, causal)
