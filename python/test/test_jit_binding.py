@@ -94,8 +94,9 @@ def test_only_the_c_api_is_exported(library):
     exported = sorted(line.split()[-1] for line in symbols.splitlines()
                       if line.split()[1] in "TDB")
     assert exported == sorted(["sage_compile", "sage_compile_ex", "sage_compile_options_init",
-                               "sage_find_ptxas", "sage_free", "sage_result_free",
-                               "sage_result_get", "sage_result_ok", "sage_version"])
+                               "sage_find_ptxas", "sage_free", "sage_opt_main",
+                               "sage_result_free", "sage_result_get", "sage_result_ok",
+                               "sage_translate_main", "sage_version"])
 
 
 def test_wrong_library_is_a_clear_error(tmp_path):

@@ -149,7 +149,9 @@ print(kernel.key, kernel.origin)
 
 
 def test_concurrent_writers_leave_one_valid_entry(cache_dir):
-    script = _WORKER.format(python=str(HERE.parent), tests=str(HERE))
+    # The workers import the `sage` this process tests (installed or source).
+    script = _WORKER.format(python=str(Path(sage.__file__).resolve().parents[1]),
+                            tests=str(HERE))
     env = dict(os.environ, SAGE_CACHE_DIR=str(cache_dir))
     workers = [subprocess.Popen([sys.executable, "-c", script], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

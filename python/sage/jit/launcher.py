@@ -144,9 +144,10 @@ def check_pointer(kernel: str, name: str, pointer: Pointer, device: int,
 
 
 def current_device() -> int:
-    """PyTorch's current CUDA device, else 0."""
+    """PyTorch's current CUDA device, else 0 (also when torch sees no GPU)."""
     torch = sys.modules.get("torch")
-    return torch.cuda.current_device() if torch is not None else 0
+    return torch.cuda.current_device() \
+        if torch is not None and torch.cuda.is_available() else 0
 
 
 def _raw_stream_function() -> Callable[[int], int]:
