@@ -76,7 +76,8 @@ for stage in "${stages[@]}"; do
         env -u PYTHONPATH -u SAGE_COMPILER_LIBRARY -u SAGE_BINDING_DIR bash -c '
           python3 -c "import sage; print(\"sage\", sage.__version__, sage.__file__)" &&
           sage-opt --show-dialects | grep sage &&
-          sage-translate "$0/examples/quant_matmul.mlir" --arch=sm_90a | head -3 &&
+          sage-translate "$0/examples/quant_matmul.mlir" --arch=sm_90a -o /tmp/qmm.ptx &&
+          head -1 /tmp/qmm.ptx &&
           python3 "$0/bench/torch_integration.py" "$1/torch_integration.json" \
             "$1/torch_integration.md"' "$root" "$OUT"; } 2>&1 | tee "$OUT/package.log" ;;
     *) echo "unknown stage: $stage"; false ;;
