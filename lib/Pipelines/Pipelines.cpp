@@ -4,6 +4,7 @@
 
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
+#include "sage/Dialect/SageGPU/Transforms/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -37,7 +38,7 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   SageSelectCopiesOptions copies;
   copies.ptxVersion = options.ptxVersion;
   pm.addPass(createSageSelectCopies(copies));
-  pm.addPass(createSageAssignLayouts());
+  pm.addPass(sagegpu::createSageGPUAssignLayouts());
   pm.addPass(createConvertSageToLLVM());
   pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm
   pm.addPass(createCanonicalizerPass());

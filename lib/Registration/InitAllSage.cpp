@@ -5,6 +5,8 @@
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Dialect/SageGPU/Transforms/Passes.h"
 #include "sage/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -18,13 +20,14 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void mlir::sage::registerAllSageDialects(DialectRegistry &registry) {
-  registry.insert<SageDialect, arith::ArithDialect, cf::ControlFlowDialect,
+  registry.insert<SageDialect, sagegpu::SageGPUDialect, arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, LLVM::LLVMDialect, math::MathDialect,
                   NVVM::NVVMDialect, scf::SCFDialect>();
 }
 
 void mlir::sage::registerAllSagePasses() {
   registerSagePasses();
+  sagegpu::registerSageGPUPasses();
   registerSageToLLVMPasses();
   // The upstream passes the named pipelines use, so each stage replays alone.
   registerSCFToControlFlowPass();

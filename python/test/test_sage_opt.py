@@ -54,11 +54,11 @@ def test_dialect_and_passes_are_registered(sage_opt):
     dialects = subprocess.run([str(sage_opt), "--show-dialects"], text=True,
                               capture_output=True, check=True).stdout
     listed = dialects.split(":", 1)[1].strip().split(",")
-    assert "sage" in listed
+    assert "sage" in listed and "sagegpu" in listed
     help_text = subprocess.run([str(sage_opt), "--help"], text=True,
                                capture_output=True, check=True).stdout
     for name in ("--sage-decompose", "--sage-attach-target", "--sage-prepare",
-                 "--sage-select-mma", "--sage-assign-layouts",
+                 "--sage-select-mma", "--sagegpu-assign-layouts",
                  "--convert-sage-to-llvm", "--sage-finalize-kernels",
                  "--sage-to-nvvm"):
         assert name in help_text
@@ -68,7 +68,8 @@ def test_committed_dialect_docs_are_current(sage_opt):
     """docs/dialect is generated from ODS; refresh with the sage-docs target."""
     subprocess.run(["cmake", "--build", str(BUILD), "--target", "mlir-doc"],
                    check=True, capture_output=True)
-    for name in ("Sage.md", "SagePasses.md", "SageToLLVMPasses.md"):
+    for name in ("Sage.md", "SagePasses.md", "SageToLLVMPasses.md", "SageGPU.md",
+                 "SageGPUPasses.md"):
         generated = (BUILD / "docs" / "dialect" / name).read_text()
         committed = (ROOT / "docs" / "dialect" / name).read_text()
         assert committed == generated, (

@@ -1,8 +1,8 @@
 //===- ElementwiseToLLVM.cpp - per-element ops on tiles -------------------===//
 //
-// Every tile of a program shares one blocked layout, so an elementwise op on
-// tiles becomes the same op on each pair of held elements, and a broadcast
-// moves no data (see TileDistribution).
+// The operands of an elementwise op share one layout (layout assignment
+// makes them), so it becomes the same op on each slot; a broadcast from a
+// slice of the result's layout re-indexes slots and moves no data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,11 +29,14 @@ struct ElementwiseLowering : public ConversionPattern {
       return failure();
     std::optional<TileDistribution> dist = TileDistribution::get(type);
     if (!dist)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     int64_t n = dist->getNumElements();
-    for (ValueRange values : operands)
-      if (static_cast<int64_t>(values.size()) != n)
+    for (Value operand : op->getOperands()) {
+      std::optional<TileDistribution> in =
+          TileDistribution::get(operand.getType());
+      if (!in || in->getLayout() != dist->getLayout())
         return rw.notifyMatchFailure(op, "operand layouts differ");
+    }
     SmallVector<Value> results;
     for (int64_t i = 0; i < n; ++i) {
       OperationState state(op->getLoc(), op->getName());
@@ -71,7 +74,7 @@ struct SplatLowering : public OpConversionPattern<SplatOp> {
     std::optional<TileDistribution> dist =
         TileDistribution::get(op.getResult().getType());
     if (!dist)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     rw.replaceOpWithMultiple(
         op, {SmallVector<Value>(dist->getNumElements(), adaptor.getValue())});
     return success();
@@ -85,7 +88,7 @@ struct IotaLowering : public OpConversionPattern<IotaOp> {
     std::optional<TileDistribution> dist =
         TileDistribution::get(op.getResult().getType());
     if (!dist)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     ThreadCoords coords(rw, op.getLoc());
     SmallVector<Value> values;
     for (auto [row, col] : coords.positions(*dist))
@@ -103,17 +106,42 @@ struct BroadcastLowering : public OpConversionPattern<BroadcastOp> {
         TileDistribution::get(op.getSource().getType());
     std::optional<TileDistribution> dst =
         TileDistribution::get(op.getResult().getType());
-    if (!src || !dst || src->getLayout() != dst->getLayout())
-      return rw.notifyMatchFailure(op, "needs one blocked layout");
+    if (!src || !dst)
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
+    // The source must be held like the result with the broadcast dimensions
+    // collapsed to index 0: same lane and warp parts, so each result slot
+    // finds its value in a slot of the same thread.
+    ArrayRef<int64_t> srcShape = op.getSource().getType().getShape();
+    auto collapse = [&](layout::Coord c) {
+      for (unsigned d = 0; d < 2; ++d)
+        if (srcShape[d] == 1)
+          c[d] = 0;
+      return c;
+    };
+    const layout::LinearLayout &from = src->getLayout();
+    const layout::LinearLayout &to = dst->getLayout();
+    for (layout::InDim dim : {layout::InDim::Lane, layout::InDim::Warp}) {
+      if (from.getNumBits(dim) != to.getNumBits(dim))
+        return rw.notifyMatchFailure(op, "lane or warp counts differ");
+      for (auto [a, b] : llvm::zip(from.getBases(dim), to.getBases(dim)))
+        if (a != collapse(b))
+          return rw.notifyMatchFailure(
+              op, "source is not a slice of the result's layout");
+    }
+    DenseMap<std::pair<int32_t, int32_t>, int64_t> slotOf;
+    for (int64_t r = src->getNumElements() - 1; r >= 0; --r) {
+      layout::Coord c = src->slotOffset(r);
+      slotOf[{c.row, c.col}] = r;
+    }
     ValueRange in = adaptor.getSource();
     SmallVector<Value> values;
-    for (int64_t k0 = 0; k0 < dst->dim(0).count(); ++k0)
-      for (int64_t k1 = 0; k1 < dst->dim(1).count(); ++k1) {
-        // A size-1 source dimension holds its single element at index 0.
-        int64_t s0 = src->dim(0).extent == 1 ? 0 : k0;
-        int64_t s1 = src->dim(1).extent == 1 ? 0 : k1;
-        values.push_back(in[src->slot(s0, s1)]);
-      }
+    for (int64_t r = 0; r < dst->getNumElements(); ++r) {
+      layout::Coord c = collapse(dst->slotOffset(r));
+      auto it = slotOf.find({c.row, c.col});
+      if (it == slotOf.end())
+        return rw.notifyMatchFailure(op, "source does not hold an element");
+      values.push_back(in[it->second]);
+    }
     rw.replaceOpWithMultiple(op, {values});
     return success();
   }

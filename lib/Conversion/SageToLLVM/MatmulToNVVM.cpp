@@ -1,17 +1,17 @@
-//===- MatmulToNVVM.cpp - qmatmul and matmul through mma.sync -------------===//
+//===- MatmulToNVVM.cpp - qmatmul and matmul on tensor cores --------------===//
 //
-// Operands arrive in the program's blocked layout. They are staged through
-// shared memory K-major (each row of A and of B holds its K elements
-// together), which both instruction families need for int8 and which is how
-// a transposed operand (dV = P^T dO, dK = dS^T Q) becomes K-major. The
-// tensor cores then compute the product, the accumulators go back to shared
-// memory as 32-bit rows, and every thread reads the elements it holds in the
-// result layout, applying the scales (and the accumulator operand).
-//
-// What differs between mma.sync and wgmma is an MmaStrategy: how operand
-// rows are arranged in shared memory and how the products are issued. The
-// int8 k32 and f16/bf16 k16 forms have the same geometry in bytes of K, so
-// each strategy serves both element types.
+// Operands arrive in any distributed encoding and are staged through shared
+// memory K-major (each row of A and of B holds its K elements together),
+// which both instruction families need for int8 and which is how a
+// transposed operand (dV = P^T dO, dK = dS^T Q) becomes K-major; loads the
+// copy selection marked go there by cp.async or TMA instead. The tensor
+// cores (mma.sync, or wgmma from descriptors or with A from registers) then
+// leave the products in their accumulator registers, which *are* the
+// result: its encoding is the instruction's accumulator
+// (`#sagegpu.mma`, anchored by `sagegpu-assign-layouts`), and the warp and
+// register placement of every instruction is read off that encoding's
+// linear layout. The scales (and the accumulator operand) are applied to
+// each register where it is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,7 @@
 #include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -58,7 +59,7 @@ struct MatmulGeometry {
   int64_t lhsScaleElems = 0, rhsScaleElems = 0;
   int64_t lhsScaleBase = 0, rhsScaleBase = 0;
   int64_t barrierBase = 0; // wgmma: the mbarrier TMA copies complete
-  int64_t lhsBase, rhsBase, resultBase, pitchC;
+  int64_t lhsBase, rhsBase;
   int64_t totalBytes;
 
   int64_t kBytes() const { return k * elemBytes; }
@@ -88,18 +89,27 @@ static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
                                              RankedTensorType result,
                                              std::optional<MmaKind> kind) {
   auto lhsType = cast<RankedTensorType>(lhs.getType());
-  auto layout = dyn_cast_or_null<BlockedLayoutAttr>(result.getEncoding());
-  if (!layout)
-    return op->emitOpError("needs a blocked layout (run sage-assign-layouts)");
   if (!kind)
     return op->emitOpError("has no instruction choice (run sage-select-mma)");
+  auto encoding = sagegpu::getDistributedEncoding(result);
+  if (!encoding)
+    return op->emitOpError(
+        "needs its accumulator encoding (run sagegpu-assign-layouts)");
+  auto expected = sagegpu::getAccumulatorEncoding(
+      op->getContext(), *kind, result.getDimSize(0), result.getDimSize(1),
+      encoding.getNumWarps());
+  if (sagegpu::getLinearLayout(result) !=
+      expected.toLinearLayout(result.getShape()))
+    return op->emitOpError() << "result encoding " << result.getEncoding()
+                             << " is not the accumulator of " << stringifyMmaKind(*kind) << ", "
+                             << expected;
   MatmulGeometry g;
   g.kind = *kind;
   g.m = result.getDimSize(0);
   g.n = result.getDimSize(1);
   g.k = lhsType.getDimSize(lhsContract);
   g.elemBytes = lhsType.getElementTypeBitWidth() / 8;
-  g.warps = layout.getNumWarps();
+  g.warps = encoding.getNumWarps();
   int64_t bits = g.elemBytes * 8;
   if (g.kind == MmaKind::MmaSync &&
       !fitsMmaSync(g.m, g.n, g.k, bits, g.warps)) {
@@ -135,11 +145,7 @@ static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
     g.lhsBase = (g.barrierBase + kMbarrierBytes + 127) / 128 * 128;
   }
   g.rhsBase = g.lhsBase + g.operandBytes(/*lhs=*/true);
-  g.pitchC = g.n * 4 + kRowPadBytes;
-  g.resultBase = g.lhsBase; // operands are dead once the products are done
-  g.totalBytes =
-      g.lhsBase +
-      std::max(g.operandBytes(true) + g.operandBytes(false), g.m * g.pitchC);
+  g.totalBytes = g.rhsBase + g.operandBytes(/*lhs=*/false);
   return g;
 }
 
@@ -281,27 +287,18 @@ static void stageScale(ThreadCoords &c, Value tile, ValueRange values,
                  byteAddress(c, base, pos.first, cols * 4, pos.second, 4));
 }
 
-/// One accumulator value and the output element it belongs to.
-struct Product {
-  Value row, col, value;
-};
+/// The warp part of `acc`'s positions in this thread (the lane part is the
+/// instruction's own fragment layout).
+static std::pair<Value, Value> warpOrigin(ThreadCoords &c,
+                                          const layout::LinearLayout &acc) {
+  layout::LinearLayout::Bases none(acc.getNumBits(layout::InDim::Lane));
+  return c.threadOffset(acc.withBases(layout::InDim::Lane, none));
+}
 
-/// The 16x8 accumulator fragment layout shared by mma.sync and (per warp,
-/// per 8 columns) wgmma: value e sits at row group + 8 * (e / 2), column
-/// 2 * quad + e % 2 of its block.
-static void appendFragment(ThreadCoords &c, SmallVectorImpl<Product> &out,
-                           Value rowBase, Value colBase,
-                           ArrayRef<Value> values) {
-  Value group = arith::ShRUIOp::create(c.b, c.loc, c.lane, c.constant(2));
-  Value quad = arith::AndIOp::create(c.b, c.loc, c.lane, c.constant(3));
-  Value row0 = arith::AddIOp::create(c.b, c.loc, rowBase, group);
-  Value col0 = arith::AddIOp::create(
-      c.b, c.loc, colBase,
-      arith::MulIOp::create(c.b, c.loc, quad, c.constant(2)));
-  for (auto [e, v] : llvm::enumerate(values))
-    out.push_back(
-        {arith::AddIOp::create(c.b, c.loc, row0, c.constant(8 * (e / 2))),
-         arith::AddIOp::create(c.b, c.loc, col0, c.constant(e % 2)), v});
+/// Where value e of a 16x8 accumulator fragment sits relative to its
+/// first: row 8 * (e / 2), column e % 2 (mma.sync, and wgmma per 8 columns).
+static layout::Coord fragmentOffset(int64_t e) {
+  return {int32_t(8 * (e / 2)), int32_t(e % 2)};
 }
 
 static Type accumulatorType(OpBuilder &b, Type elemType) {
@@ -344,9 +341,13 @@ static SmallVector<Value, 4> loadAFragment(ThreadCoords &c,
           loadPaddedWord(c, g, g.lhsBase, row8, word4)};
 }
 
-/// mma.sync m16n8k32 (int8) / m16n8k16 (f16, bf16), warps tiling M then N.
-static SmallVector<Product>
-emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
+/// mma.sync m16n8k32 (int8) / m16n8k16 (f16, bf16): each group of four
+/// slots of the accumulator layout `acc` is one instruction's fragment, at
+/// the tile the layout puts it. Returns the accumulator slots in order, or
+/// failure when `acc` is not made of such fragments.
+static FailureOr<SmallVector<Value>>
+emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType,
+            const layout::LinearLayout &acc) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   bool isInt = elemType.isInteger(8);
@@ -361,16 +362,22 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
     overflow = NVVM::MMAIntOverflow::wrapped;
   Type wordType = elemType.isF16() ? Type(VectorType::get({2}, elemType))
                                    : Type(b.getI32Type());
-  MmaSyncTiling tiling = mmaSyncTiling(g.m, g.warps);
 
+  // Each instruction's tile, from the layout.
+  constexpr int64_t kFragment = 4;
+  int64_t tiles = acc.getNumRegisters() / kFragment;
+  SmallVector<layout::Coord> origins;
+  for (int64_t t = 0; t < tiles; ++t) {
+    layout::Coord origin = acc.applyDim(layout::InDim::Register, t * kFragment);
+    for (int64_t e = 0; e < kFragment; ++e)
+      if (acc.applyDim(layout::InDim::Register, t * kFragment + e) !=
+          (origin ^ fragmentOffset(e)))
+        return failure();
+    origins.push_back(origin);
+  }
+  auto [warpRow, warpCol] = warpOrigin(c, acc);
   Value group = arith::ShRUIOp::create(b, loc, c.lane, c.constant(2));
   Value quad = arith::AndIOp::create(b, loc, c.lane, c.constant(3));
-  Value warpM =
-      arith::AndIOp::create(b, loc, c.warp, c.constant(tiling.warpsM - 1));
-  Value warpN = arith::ShRUIOp::create(
-      b, loc, c.warp, c.constant(llvm::Log2_64(tiling.warpsM)));
-  Value warpRow = arith::MulIOp::create(b, loc, warpM, c.constant(16));
-  Value warpCol = arith::MulIOp::create(b, loc, warpN, c.constant(8));
   auto asWord = [&](Value v) -> Value {
     return wordType == v.getType()
                ? v
@@ -384,47 +391,40 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType) {
                        arith::AddIOp::create(b, loc, quad, c.constant(word))));
   };
 
-  int64_t tilesM = g.m / (16 * tiling.warpsM);
-  int64_t tilesN = g.n / (8 * tiling.warpsN);
   Value zero = zeroOf(b, loc, accType);
-  SmallVector<SmallVector<Value, 4>> acc(tilesM * tilesN,
-                                         SmallVector<Value, 4>(4, zero));
+  SmallVector<SmallVector<Value, 4>> accs(tiles,
+                                          SmallVector<Value, 4>(4, zero));
   for (int64_t ks = 0; ks < g.kBytes() / 32; ++ks) {
     int64_t word0 = ks * kWordsPerStep;
-    SmallVector<SmallVector<Value, 4>> a(tilesM), bf(tilesN);
-    for (int64_t i = 0; i < tilesM; ++i) {
-      Value firstRow = arith::AddIOp::create(
-          b, loc, warpRow, c.constant(i * 16 * tiling.warpsM));
-      for (Value word : loadAFragment(c, g, firstRow, ks))
-        a[i].push_back(asWord(word));
-    }
-    for (int64_t j = 0; j < tilesN; ++j) {
-      int64_t col = j * 8 * tiling.warpsN;
-      bf[j] = {loadBWord(col, word0), loadBWord(col, word0 + 4)};
-    }
-    for (int64_t i = 0; i < tilesM; ++i)
-      for (int64_t j = 0; j < tilesN; ++j) {
-        SmallVector<Value, 4> &frag = acc[i * tilesN + j];
-        Value d = NVVM::MmaOp::create(
-            b, loc, resultType, a[i], bf[j], frag,
-            {16, 8, mmaK(elemType.getIntOrFloatBitWidth())}, std::nullopt,
-            overflow, std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
-            std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                           NVVM::MMALayout::col});
-        for (int64_t e = 0; e < 4; ++e)
-          frag[e] = LLVM::ExtractValueOp::create(b, loc, d, e);
+    // Fragments shared by the tiles of one row (A) or column (B) block.
+    DenseMap<int32_t, SmallVector<Value, 4>> a;
+    DenseMap<int32_t, SmallVector<Value, 2>> bf;
+    for (auto [t, origin] : llvm::enumerate(origins)) {
+      SmallVector<Value, 4> &fa = a[origin.row];
+      if (fa.empty()) {
+        Value firstRow = arith::AddIOp::create(b, loc, warpRow,
+                                               c.constant(origin.row));
+        for (Value word : loadAFragment(c, g, firstRow, ks))
+          fa.push_back(asWord(word));
       }
+      SmallVector<Value, 2> &fb = bf[origin.col];
+      if (fb.empty())
+        fb = {loadBWord(origin.col, word0), loadBWord(origin.col, word0 + 4)};
+      SmallVector<Value, 4> &frag = accs[t];
+      Value d = NVVM::MmaOp::create(
+          b, loc, resultType, fa, fb, frag,
+          {16, 8, mmaK(elemType.getIntOrFloatBitWidth())}, std::nullopt,
+          overflow, std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+          std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                         NVVM::MMALayout::col});
+      for (int64_t e = 0; e < kFragment; ++e)
+        frag[e] = LLVM::ExtractValueOp::create(b, loc, d, e);
+    }
   }
-  SmallVector<Product> products;
-  for (int64_t i = 0; i < tilesM; ++i)
-    for (int64_t j = 0; j < tilesN; ++j)
-      appendFragment(c, products,
-                     arith::AddIOp::create(b, loc, warpRow,
-                                           c.constant(i * 16 * tiling.warpsM)),
-                     arith::AddIOp::create(b, loc, warpCol,
-                                           c.constant(j * 8 * tiling.warpsN)),
-                     acc[i * tilesN + j]);
-  return products;
+  SmallVector<Value> slots;
+  for (const SmallVector<Value, 4> &frag : accs)
+    slots.append(frag.begin(), frag.end());
+  return slots;
 }
 
 /// A wgmma shared-memory descriptor for a K-major, unswizzled block of an
@@ -496,12 +496,16 @@ static Value emitWgmmaRegA(ThreadCoords &c, const MatmulGeometry &g,
   return inlinePtx(b, loc, acc.getType(), operands, text, constraints);
 }
 
-/// wgmma m64nNk32 (int8) / m64nNk16 (f16, bf16): warpgroup w takes 64-row
-/// blocks w, w + groups, ...; B comes from shared memory, A too (`wgmma`)
-/// or from registers (`wgmma_reg_a`), loaded from its padded rows before
-/// the wgmma fence as the fragments of each warp's 16 rows.
-static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
-                                      Type elemType) {
+/// wgmma m64nNk32 (int8) / m64nNk16 (f16, bf16), one instruction per
+/// 64-row block a warpgroup owns in the accumulator layout `acc` (its N / 2
+/// slots per block are the instruction's registers, in order); B comes from
+/// shared memory, A too (`wgmma`) or from registers (`wgmma_reg_a`), loaded
+/// from its padded rows before the wgmma fence as the fragments of each
+/// warp's 16 rows. Returns the accumulator slots in order, or failure when
+/// `acc` is not made of such blocks.
+static FailureOr<SmallVector<Value>>
+emitWgmma(ThreadCoords &c, const MatmulGeometry &g, Type elemType,
+          const layout::LinearLayout &acc) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   MLIRContext *ctx = b.getContext();
@@ -515,41 +519,55 @@ static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
                                                : NVVM::WGMMATypes::bf16;
   NVVM::WGMMATypes outType =
       isInt ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32;
-  int64_t groups = g.warps / 4, blocks = g.m / 64 / groups;
-  Value warpgroup = arith::ShRUIOp::create(b, loc, c.warp, c.constant(2));
-  Value warpInGroup = arith::AndIOp::create(b, loc, c.warp, c.constant(3));
+
+  // Each block's first row (relative to the warpgroup's), from the layout:
+  // value 4j + e of a block is fragment value e of its 8-column group j.
+  int64_t blocks = acc.getNumRegisters() / values;
+  SmallVector<int32_t> blockRows;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    layout::Coord origin = acc.applyDim(layout::InDim::Register, blk * values);
+    if (origin.col != 0)
+      return failure();
+    for (int64_t v = 0; v < values; ++v)
+      if (acc.applyDim(layout::InDim::Register, blk * values + v) !=
+          (origin ^ fragmentOffset(v % 4) ^
+           layout::Coord{0, int32_t(8 * (v / 4))}))
+        return failure();
+    blockRows.push_back(origin.row);
+  }
+  // The warp's first row: 16 per warp of its warpgroup, plus the
+  // warpgroup's 64-row block.
+  Value warpRow = warpOrigin(c, acc).first;
+  Value groupRow = arith::AndIOp::create(b, loc, warpRow, c.constant(~63));
 
   SmallVector<Value> accs;
   Value zero = zeroOf(b, loc, accType);
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    Value acc = LLVM::UndefOp::create(b, loc, structType);
+    Value init = LLVM::UndefOp::create(b, loc, structType);
     for (int64_t v = 0; v < values; ++v)
-      acc = LLVM::InsertValueOp::create(b, loc, acc, zero, v);
-    accs.push_back(acc);
+      init = LLVM::InsertValueOp::create(b, loc, init, zero, v);
+    accs.push_back(init);
   }
   bool regA = g.kind == MmaKind::WgmmaRegA;
   int64_t steps = g.kBytes() / 32;
-  auto blockIndexOf = [&](int64_t blk) -> Value {
-    return arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups));
-  };
   // Register A: fragments [block][step], in registers before the fence.
   SmallVector<SmallVector<Value, 4>> aFragments;
   if (regA)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      Value warpRow = arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(b, loc, blockIndexOf(blk), c.constant(64)),
-          arith::MulIOp::create(b, loc, warpInGroup, c.constant(16)));
+    for (int32_t row : blockRows) {
+      Value first = arith::AddIOp::create(b, loc, warpRow, c.constant(row));
       for (int64_t ks = 0; ks < steps; ++ks)
-        aFragments.push_back(loadAFragment(c, g, warpRow, ks));
+        aFragments.push_back(loadAFragment(c, g, first, ks));
     }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    // First row of this warpgroup's block, then its byte offset.
-    // Where this block of A starts in its core matrices (descriptor form).
-    Value aBlock = regA ? Value()
-                        : arith::MulIOp::create(b, loc, blockIndexOf(blk),
-                                                c.constant(64 * kChunkBytes));
+  for (auto [blk, row] : llvm::enumerate(blockRows)) {
+    // Where this block of A starts in its core matrices (descriptor form):
+    // 16 bytes per row in each chunk of K.
+    Value aBlock =
+        regA ? Value()
+             : arith::MulIOp::create(
+                   b, loc,
+                   arith::AddIOp::create(b, loc, groupRow, c.constant(row)),
+                   c.constant(kChunkBytes));
     for (int64_t ks = 0; ks < steps; ++ks) {
       // Each step takes two chunks (32 bytes) of K.
       Value descB = wgmmaDescriptor(
@@ -580,29 +598,14 @@ static SmallVector<Product> emitWgmma(ThreadCoords &c, const MatmulGeometry &g,
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
 
-  // Per warp, the accumulator is the 16x8 fragment layout repeated over the
-  // N / 8 column blocks.
-  SmallVector<Product> products;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    Value blockRow = arith::MulIOp::create(
-        b, loc,
-        arith::AddIOp::create(b, loc, warpgroup, c.constant(blk * groups)),
-        c.constant(64));
-    Value rowBase = arith::AddIOp::create(
-        b, loc, blockRow,
-        arith::MulIOp::create(b, loc, warpInGroup, c.constant(16)));
-    for (int64_t j = 0; j < g.n / 8; ++j) {
-      SmallVector<Value, 4> frag;
-      for (int64_t e = 0; e < 4; ++e)
-        frag.push_back(
-            LLVM::ExtractValueOp::create(b, loc, accs[blk], j * 4 + e));
-      appendFragment(c, products, rowBase, c.constant(8 * j), frag);
-    }
-  }
-  return products;
+  SmallVector<Value> slots;
+  for (Value block : accs)
+    for (int64_t v = 0; v < values; ++v)
+      slots.push_back(LLVM::ExtractValueOp::create(b, loc, block, v));
+  return slots;
 }
 
-/// Shared by both matmul ops: stage, multiply, read back with the epilogue.
+/// Shared by both matmul ops: stage, multiply, apply the epilogue in place.
 template <typename OpTy>
 static LogicalResult
 lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
@@ -617,7 +620,7 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   const MatmulGeometry &g = *geometry;
   std::optional<TileDistribution> out = TileDistribution::get(resultType);
   if (!out)
-    return rw.notifyMatchFailure(op, "result has no blocked layout");
+    return rw.notifyMatchFailure(op, "result has no distributed layout");
   Location loc = op.getLoc();
   ThreadCoords c(rw, loc);
   Type elemType = op.getLhs().getType().getElementType();
@@ -662,23 +665,22 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
   barrier(rw, loc);
   if (!boxes.empty())
     waitTmaCopies(c, g.barrierBase);
-  SmallVector<Product> products =
-      isWgmma(g.kind) ? emitWgmma(c, g, elemType) : emitMmaSync(c, g, elemType);
+  FailureOr<SmallVector<Value>> products =
+      isWgmma(g.kind) ? emitWgmma(c, g, elemType, out->getLayout())
+                      : emitMmaSync(c, g, elemType, out->getLayout());
+  if (failed(products))
+    return op.emitOpError("result encoding does not tile the instruction's "
+                          "accumulator fragments");
   barrier(rw, loc); // every warp is done reading the operands
   if (!boxes.empty())
     releaseTmaBarrier(c, g.barrierBase);
-  for (const Product &p : products)
-    storeScratch(rw, loc, p.value,
-                 byteAddress(c, g.resultBase, p.row, g.pitchC, p.col, 4));
-  barrier(rw, loc);
 
   bool isInt = elemType.isInteger(8);
   Type f32 = rw.getF32Type();
   SmallVector<Value> results;
   for (auto [slot, pos] : llvm::enumerate(c.positions(*out))) {
     auto [row, col] = pos;
-    Value at = byteAddress(c, g.resultBase, row, g.pitchC, col, 4);
-    Value v = loadScratch(rw, loc, isInt ? rw.getI32Type() : f32, at);
+    Value v = (*products)[slot];
     if (isInt) {
       v = arith::SIToFPOp::create(rw, loc, f32, v);
       Value sa =
@@ -698,7 +700,7 @@ lowerMatmul(OpTy op, ValueRange lhs, ValueRange rhs, ValueRange lhsScale,
       v = arith::AddFOp::create(rw, loc, acc[slot], v);
     results.push_back(v);
   }
-  barrier(rw, loc); // the scratch buffer is free again
+  barrier(rw, loc); // the scale reads are done: the scratch buffer is free
   rw.replaceOpWithMultiple(op, {results});
   return success();
 }

@@ -80,34 +80,35 @@ static ElementAccess computeAccess(OpBuilder &b, Location loc,
   ThreadCoords coords(b, loc);
   Type i64 = b.getI64Type();
   Value zero = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
-  std::array<SmallVector<Value>, 2> index, valid, term;
-  for (unsigned d = 0; d < 2; ++d) {
-    const DimDistribution &dim = dist.dim(d);
-    Value start = arith::ExtSIOp::create(b, loc, i64, coords.base(dim));
-    start = arith::AddIOp::create(b, loc, start, offsets[d]);
-    for (int64_t k = 0; k < dim.count(); ++k) {
+  // Slots share rows and columns: the index, its bounds check and its
+  // address term are built once per distinct coordinate.
+  struct Along {
+    Value valid, term;
+  };
+  std::array<DenseMap<Value, Along>, 2> along;
+  auto get = [&](unsigned d, Value coord) -> Along {
+    auto [it, inserted] = along[d].try_emplace(coord);
+    if (inserted) {
       Value at = arith::AddIOp::create(
-          b, loc, start,
-          arith::ConstantOp::create(b, loc,
-                                    b.getI64IntegerAttr(dim.offset(k))));
+          b, loc, arith::ExtUIOp::create(b, loc, i64, coord), offsets[d]);
       Value lo =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, at, zero);
       Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at,
                                        bounds[d]);
-      valid[d].push_back(arith::AndIOp::create(b, loc, lo, hi));
-      term[d].push_back(arith::MulIOp::create(b, loc, at, strides[d]));
+      it->second = {arith::AndIOp::create(b, loc, lo, hi),
+                    arith::MulIOp::create(b, loc, at, strides[d])};
     }
-  }
+    return it->second;
+  };
   ElementAccess access;
   auto ptrType = base.getType();
-  for (int64_t k0 = 0; k0 < dist.dim(0).count(); ++k0)
-    for (int64_t k1 = 0; k1 < dist.dim(1).count(); ++k1) {
-      Value linear = arith::AddIOp::create(b, loc, term[0][k0], term[1][k1]);
-      access.addresses.push_back(
-          LLVM::GEPOp::create(b, loc, ptrType, elem, base, ValueRange{linear}));
-      access.inBounds.push_back(
-          arith::AndIOp::create(b, loc, valid[0][k0], valid[1][k1]));
-    }
+  for (auto [row, col] : coords.positions(dist)) {
+    Along r = get(0, row), c = get(1, col);
+    Value linear = arith::AddIOp::create(b, loc, r.term, c.term);
+    access.addresses.push_back(
+        LLVM::GEPOp::create(b, loc, ptrType, elem, base, ValueRange{linear}));
+    access.inBounds.push_back(arith::AndIOp::create(b, loc, r.valid, c.valid));
+  }
   return access;
 }
 
@@ -118,7 +119,7 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     std::optional<TileDistribution> dist =
         TileDistribution::get(op.getResult().getType());
     if (!dist)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     Location loc = op.getLoc();
     Type elem = op.getResult().getType().getElementType();
     if (op.getCopy()) {
@@ -154,7 +155,7 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     std::optional<TileDistribution> dist =
         TileDistribution::get(op.getValue().getType());
     if (!dist)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     Location loc = op.getLoc();
     Type elem =
         cast<RankedTensorType>(op.getValue().getType()).getElementType();
@@ -164,16 +165,18 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     // Only the owning copy of a replicated element writes: required for
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);
-    Value owner = arith::AndIOp::create(rw, loc, coords.isOwner(dist->dim(0)),
-                                        coords.isOwner(dist->dim(1)));
+    Value owner = coords.isOwner(*dist);
     RegisterClass rc = registerClassFor(rw, elem);
     std::string text =
         op.getAtomicAdd()
             ? std::string("@$2 red.global.add.f32 [$0], $1;")
             : ("@$2 st.global." + rc.ptxType + " [$0], $1;").str();
     std::string constraints = ("l," + rc.constraint + ",b").str();
-    for (auto [addr, ok, value] :
-         llvm::zip(access.addresses, access.inBounds, adaptor.getValue())) {
+    for (auto [slot, addr, ok, value] :
+         llvm::enumerate(access.addresses, access.inBounds,
+                         adaptor.getValue())) {
+      if (dist->isSlotCopy(slot))
+        continue;
       Value pred = arith::AndIOp::create(rw, loc, ok, owner);
       inlinePtx(rw, loc, Type(), {addr, toRegister(rw, loc, value, rc), pred},
                 text, constraints);

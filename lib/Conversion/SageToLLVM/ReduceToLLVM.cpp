@@ -1,10 +1,10 @@
 //===- ReduceToLLVM.cpp - keep-dim reductions -----------------------------===//
 //
-// Three stages, each only over threads that hold distinct data (replicated
-// copies must not be counted twice): combine the elements a thread holds,
-// butterfly-shuffle across the lanes of the dimension, then combine the
-// warps of the dimension through shared memory. Every copy of the result
-// ends up holding it, as the keep-dim result layout requires.
+// Three stages, read off the input's linear layout, each only over bits
+// whose basis moves along the reduced axis (copies are never counted twice):
+// combine the slots a thread holds, butterfly-shuffle across those lane
+// bits, then combine those warps through shared memory. Every copy of the
+// result ends up holding it, in the slice layout of the input.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Layout/LinearLayout.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -57,6 +58,56 @@ static bool isSupported(Type elem) {
   return elem.isF32() || elem.isF16() || elem.isBF16() || elem.isInteger(32);
 }
 
+/// How a reduction along `axis` splits over a layout's input bits: the
+/// register, lane and warp bits that move along the axis (to be combined)
+/// and the register slots that stay (one partial each, in slot order).
+struct ReducePlan {
+  int32_t regMask = 0, laneMask = 0, warpMask = 0;
+  SmallVector<int64_t> keptSlots;
+
+  /// Fails when a basis moves along both dimensions at once.
+  static std::optional<ReducePlan> get(const layout::LinearLayout &l,
+                                       unsigned axis) {
+    ReducePlan plan;
+    for (auto [dim, mask] : {std::pair{layout::InDim::Register, &plan.regMask},
+                             {layout::InDim::Lane, &plan.laneMask},
+                             {layout::InDim::Warp, &plan.warpMask}})
+      for (auto [bit, basis] : llvm::enumerate(l.getBases(dim))) {
+        if (basis[axis] == 0)
+          continue;
+        if (basis[1 - axis] != 0)
+          return std::nullopt;
+        *mask |= 1 << bit;
+      }
+    for (int64_t r = 0; r < l.getNumRegisters(); ++r)
+      if ((r & plan.regMask) == 0 &&
+          (r & l.getFreeMask(layout::InDim::Register)) == 0)
+        plan.keptSlots.push_back(r);
+    return plan;
+  }
+
+  /// The layout of the kept-dim result: the input's with the reduced
+  /// register bits gone and the reduced lane and warp bits made copies.
+  layout::LinearLayout resultLayout(const layout::LinearLayout &l,
+                                    unsigned axis) const {
+    layout::LinearLayout::Bases reg, lane, warp;
+    for (auto [bit, basis] :
+         llvm::enumerate(l.getBases(layout::InDim::Register)))
+      if (!(regMask & (1 << bit)) && !basis.isZero())
+        reg.push_back(basis);
+    auto collapse = [&](layout::InDim dim, int32_t mask,
+                        layout::LinearLayout::Bases &out) {
+      for (auto [bit, basis] : llvm::enumerate(l.getBases(dim)))
+        out.push_back(mask & (1 << bit) ? layout::Coord{} : basis);
+    };
+    collapse(layout::InDim::Lane, laneMask, lane);
+    collapse(layout::InDim::Warp, warpMask, warp);
+    layout::TileShape shape = l.getShape();
+    shape[axis] = 1;
+    return layout::LinearLayout::distributed(shape, reg, lane, warp);
+  }
+};
+
 struct ReduceLowering : public OpConversionPattern<ReduceOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(ReduceOp op, OneToNOpAdaptor adaptor,
@@ -66,26 +117,36 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
     std::optional<TileDistribution> out =
         TileDistribution::get(op.getResult().getType());
     if (!in || !out)
-      return rw.notifyMatchFailure(op, "tile has no blocked layout");
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
     Type elem =
         cast<RankedTensorType>(op.getInput().getType()).getElementType();
     if (!isSupported(elem))
       return op.emitOpError() << "reductions of " << elem
                               << " are not supported by the GPU lowering";
-    Location loc = op.getLoc();
     unsigned axis = op.getAxis();
-    unsigned other = 1 - axis;
+    std::optional<ReducePlan> plan = ReducePlan::get(in->getLayout(), axis);
+    if (!plan)
+      return op.emitOpError("cannot reduce a layout whose bases mix rows and "
+                            "columns");
+    // The result must be laid out as the reduction leaves it (layout
+    // assignment gives it the input's slice encoding).
+    if (plan->resultLayout(in->getLayout(), axis) != out->getLayout())
+      return op.emitOpError("result layout is not the slice of the input's "
+                            "along the reduced axis");
+    Location loc = op.getLoc();
     ReduceKind kind = op.getKind();
     ValueRange values = adaptor.getInput();
-    const DimDistribution &dim = in->dim(axis);
 
-    // 1. Within the thread: one partial per held element of the other axis.
+    // 1. Within the thread: one partial per kept slot, over the slots that
+    //    differ from it in reduced register bits (copies excluded).
     SmallVector<Value> partial;
-    for (int64_t j = 0; j < in->dim(other).count(); ++j) {
+    int32_t freeRegs = in->getLayout().getFreeMask(layout::InDim::Register);
+    for (int64_t kept : plan->keptSlots) {
       Value acc;
-      for (int64_t k = 0; k < dim.count(); ++k) {
-        Value v = values[axis == 1 ? in->slot(j, k) : in->slot(k, j)];
-        v = widen(rw, loc, v);
+      for (int64_t r = 0; r < in->getNumElements(); ++r) {
+        if ((r & ~plan->regMask) != kept || (r & freeRegs))
+          continue;
+        Value v = widen(rw, loc, values[r]);
         if (kind == ReduceKind::AbsMax)
           v = absolute(rw, loc, v);
         acc = acc ? combine(rw, loc, kind, acc, v) : v;
@@ -93,12 +154,14 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       partial.push_back(acc);
     }
 
-    // 2. Across the lanes of the reduced dimension.
+    // 2. Across the lanes that spread the reduced dimension.
     ThreadCoords coords(rw, loc);
     Value fullMask = coords.constant(-1);
     Value clamp = coords.constant(0x1f);
-    for (unsigned lanes = 1; lanes < dim.distinctLanes(); lanes *= 2) {
-      Value offset = coords.constant(lanes * dim.laneStride);
+    for (unsigned bit = 0; bit < 5; ++bit) {
+      if (!(plan->laneMask & (1 << bit)))
+        continue;
+      Value offset = coords.constant(1 << bit);
       for (Value &acc : partial) {
         Value other =
             NVVM::ShflOp::create(rw, loc, acc.getType(), fullMask, acc, offset,
@@ -107,25 +170,21 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       }
     }
 
-    // 3. Across the warps of the reduced dimension, in shared memory laid out
-    //    as [warp][output element]; the output has one dimension of extent 1,
-    //    so its linear index is the position along the other dimension.
-    unsigned warps = dim.distinctWarps();
-    if (warps > 1) {
+    // 3. Across the warps that spread it, in shared memory laid out as
+    //    [warp with its other bits clear][output element]; the output has
+    //    one dimension of extent 1, so its linear index is the position
+    //    along the other dimension.
+    if (plan->warpMask) {
       int64_t outBytes = out->getType().getNumElements() * 4;
-      const DimDistribution &outOther = out->dim(other);
-      Value otherBase = coords.base(outOther);
+      SmallVector<std::pair<Value, Value>> outPos = coords.positions(*out);
       auto byteIndex = [&](int64_t j) -> Value {
-        Value along = arith::AddIOp::create(
-            rw, loc, otherBase, coords.constant(outOther.offset(j)));
+        Value along = axis == 1 ? outPos[j].first : outPos[j].second;
         return arith::MulIOp::create(rw, loc, along, coords.constant(4));
       };
-      // Replica warps write the same values as the warp they copy; folding
-      // their coordinate keeps every write inside the buffer.
-      Value warpCoord = arith::AndIOp::create(rw, loc, coords.warpCoord(dim),
-                                              coords.constant(warps - 1));
+      Value warpPart = arith::AndIOp::create(rw, loc, coords.warp,
+                                             coords.constant(plan->warpMask));
       Value warpBase =
-          arith::MulIOp::create(rw, loc, warpCoord, coords.constant(outBytes));
+          arith::MulIOp::create(rw, loc, warpPart, coords.constant(outBytes));
       // All lanes of the dimension hold the full partial after step 2, so
       // they store the same value to the same address.
       barrier(rw, loc);
@@ -136,18 +195,21 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       for (auto [j, acc] : llvm::enumerate(partial)) {
         Value index = byteIndex(j);
         Value result;
-        for (unsigned w = 0; w < warps; ++w) {
+        // Every warp id made of reduced bits only.
+        for (int32_t w = plan->warpMask;; w = (w - 1) & plan->warpMask) {
           Value at = arith::AddIOp::create(rw, loc, index,
                                            coords.constant(w * outBytes));
           Value v = loadScratch(rw, loc, acc.getType(), at);
           result = result ? combine(rw, loc, kind, result, v) : v;
+          if (w == 0)
+            break;
         }
         acc = result;
       }
       barrier(rw, loc);
     }
 
-    // Narrow back and lay the results out in the kept-dim result order.
+    // Narrow back; the partials are the result's slots in order.
     SmallVector<Value> results;
     for (Value acc : partial)
       results.push_back(acc.getType() == elem ? acc
@@ -170,8 +232,11 @@ int64_t mlir::sage::getReduceScratchBytes(ReduceOp op) {
       TileDistribution::get(op.getInput().getType());
   if (!in)
     return 0;
-  unsigned warps = in->dim(op.getAxis()).distinctWarps();
-  if (warps <= 1)
+  std::optional<ReducePlan> plan =
+      ReducePlan::get(in->getLayout(), op.getAxis());
+  if (!plan || !plan->warpMask)
     return 0;
-  return int64_t(warps) * op.getResult().getType().getNumElements() * 4;
+  // Indexed by the warp id with its other bits clear, up to the mask.
+  return int64_t(plan->warpMask + 1) *
+         op.getResult().getType().getNumElements() * 4;
 }

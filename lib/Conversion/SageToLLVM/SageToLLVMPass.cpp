@@ -5,6 +5,7 @@
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -31,6 +32,8 @@ static LogicalResult planScratch(ModuleOp module) {
     func.walk([&](Operation *op) {
       if (auto reduce = dyn_cast<ReduceOp>(op)) {
         bytes = std::max(bytes, getReduceScratchBytes(reduce));
+      } else if (isa<sagegpu::ConvertLayoutOp>(op)) {
+        bytes = std::max(bytes, getConvertLayoutScratchBytes(op));
       } else if (isa<MakeTensorMapOp>(op)) {
         bytes = std::max(bytes, kTensorMapStagingBytes);
       } else if (isa<QMatmulOp, MatmulOp>(op)) {
@@ -87,6 +90,7 @@ struct ConvertSageToLLVMPass
     populateMemoryOpsToLLVMPatterns(converter, patterns);
     populateElementwiseToLLVMPatterns(converter, patterns);
     populateReduceToLLVMPatterns(converter, patterns);
+    populateConvertLayoutToLLVMPatterns(converter, patterns);
     populateTensorMapToNVVMPatterns(converter, patterns);
     populateMatmulToNVVMPatterns(converter, patterns);
     populateScalarMathToNVVMPatterns(patterns);
@@ -98,7 +102,7 @@ struct ConvertSageToLLVMPass
                                                          target);
 
     target.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect>();
-    target.addIllegalDialect<SageDialect>();
+    target.addIllegalDialect<SageDialect, sagegpu::SageGPUDialect>();
     auto typesLegal = [&](Operation *op) { return converter.isLegal(op); };
     target.addDynamicallyLegalDialect<arith::ArithDialect>(typesLegal);
     // A math op NVPTX cannot select stays illegal: the conversion then fails

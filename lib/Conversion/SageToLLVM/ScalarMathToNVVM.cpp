@@ -9,13 +9,20 @@
 // LLVM aborting (isSupportedScalarMath).
 //
 // The INT8 quantizer's last steps, round-to-nearest-even, clamp to
-// [-127, 127] and convert, become one saturating `cvt.rni.sat.s8.f32` plus
-// a max against -127 (saturation alone would allow -128).
+// [-127, 127] and convert, stay off the F2I pipe: `cvt.rni*.s8.f32` runs on
+// the same 16/clk/SM unit as `ex2` (hopper-speed.md section 1), which would
+// cap the INT8 softmax path at bf16 speed. Instead the clamped value y is
+// added to 1.5 * 2^23 with an explicit `add.rn.f32`: every f32 in
+// [2^23, 2^24) is an integer, so the sum is round_half_even(y) + 1.5 * 2^23
+// exactly, and its low byte is the two's-complement int8 (the bits are
+// 0x4B400000 + q). The clamp comes first because clamping to integer bounds
+// commutes with rounding. `.rn` keeps the backend and ptxas from fusing the
+// add with the scale's multiply into an FMA, which would round once instead
+// of twice and break bit equality with the reference.
 //
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
-#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -68,9 +75,14 @@ struct LogLowering : public OpRewritePattern<math::LogOp> {
   }
 };
 
-/// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8.
-struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
+/// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8 becomes
+/// trunc(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23))).
+struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
   using OpRewritePattern::OpRewritePattern;
+  /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
+  /// held in the low mantissa bits.
+  static constexpr double kMagic = 12582912.0;
+
   LogicalResult matchAndRewrite(arith::FPToSIOp op,
                                 PatternRewriter &rw) const override {
     if (!op.getType().isInteger(8) || !op.getIn().getType().isF32())
@@ -89,11 +101,19 @@ struct SaturatingRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
     auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
     if (!round)
       return failure();
-    Value rounded = sage::inlinePtx(
-        rw, op.getLoc(), rw.getI16Type(), ValueRange{round.getOperand()},
-        "cvt.rni.sat.s8.f32 $0, $1;\n\tmax.s16 $0, $0, -127;", "=h,f",
-        /*sideEffects=*/false);
-    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), rounded);
+    Location loc = op.getLoc();
+    Value clamped = arith::MinimumFOp::create(
+        rw, loc,
+        arith::MaximumFOp::create(rw, loc, round.getOperand(), lower.getRhs()),
+        upper.getRhs());
+    Value magic =
+        arith::ConstantOp::create(rw, loc, rw.getF32FloatAttr(kMagic));
+    auto add = LLVM::CallIntrinsicOp::create(
+        rw, loc, rw.getF32Type(), rw.getStringAttr("llvm.nvvm.add.rn.f"),
+        ValueRange{clamped, magic});
+    Value sum = add->getResult(0);
+    Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
+    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), bits);
     return success();
   }
 };
@@ -112,5 +132,5 @@ bool mlir::sage::isSupportedScalarMath(Operation *op) {
 }
 
 void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {
-  patterns.add<SaturatingRoundToInt8>(patterns.getContext());
+  patterns.add<MagicRoundToInt8>(patterns.getContext());
 }

@@ -1,6 +1,8 @@
-//===- TileDistribution.cpp - blocked layout arithmetic -------------------===//
+//===- TileDistribution.cpp - positions from linear layouts ---------------===//
 
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Layout/Encodings.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -8,146 +10,98 @@
 using namespace mlir;
 using namespace mlir::sage;
 
-static constexpr unsigned kWarpSize = 32;
-
-int64_t DimDistribution::count() const {
-  switch (kind) {
-  case Kind::Spread:
-    return extent / layoutTile() * size;
-  case Kind::Replicated:
-    return size;
-  case Kind::Whole:
-    return extent;
-  }
-  llvm_unreachable("unknown distribution kind");
-}
-
-int64_t DimDistribution::offset(int64_t k) const {
-  if (kind == Kind::Spread)
-    return k / size * layoutTile() + k % size;
-  return k;
-}
-
-unsigned DimDistribution::distinctLanes() const {
-  switch (kind) {
-  case Kind::Spread:
-    return threads;
-  case Kind::Replicated:
-    return std::min<int64_t>(threads, extent / size);
-  case Kind::Whole:
-    return 1;
-  }
-  llvm_unreachable("unknown distribution kind");
-}
-
-unsigned DimDistribution::distinctWarps() const {
-  switch (kind) {
-  case Kind::Spread:
-    return warps;
-  case Kind::Replicated:
-    return std::max<int64_t>(1, extent / (int64_t(size) * threads));
-  case Kind::Whole:
-    return 1;
-  }
-  llvm_unreachable("unknown distribution kind");
-}
-
 std::optional<TileDistribution> TileDistribution::get(Type type) {
-  auto tile = dyn_cast<RankedTensorType>(type);
-  if (!tile || tile.getRank() != 2)
+  std::optional<layout::LinearLayout> linear = sagegpu::getLinearLayout(type);
+  if (!linear)
     return std::nullopt;
-  auto layout = dyn_cast_or_null<BlockedLayoutAttr>(tile.getEncoding());
-  if (!layout)
-    return std::nullopt;
-  TileDistribution dist;
-  dist.type = tile;
-  for (unsigned d = 0; d < 2; ++d) {
-    int64_t extent = tile.getDimSize(d);
-    if (extent <= 0 || !llvm::isPowerOf2_64(extent))
-      return std::nullopt;
-    DimDistribution &dim = dist.dims[d];
-    dim.extent = extent;
-    dim.size = layout.getSize()[d];
-    dim.threads = layout.getThreads()[d];
-    dim.warps = layout.getWarps()[d];
-    // Dimension 1 varies fastest in lane and warp ids.
-    dim.laneStride = d == 1 ? 1 : layout.getThreads()[1];
-    dim.warpStride = d == 1 ? 1 : layout.getWarps()[1];
-    if (extent >= dim.layoutTile())
-      dim.kind = DimDistribution::Kind::Spread;
-    else if (extent >= dim.size)
-      dim.kind = DimDistribution::Kind::Replicated;
-    else
-      dim.kind = DimDistribution::Kind::Whole;
-  }
-  return dist;
+  return TileDistribution(cast<RankedTensorType>(type), std::move(*linear));
 }
 
 ThreadCoords::ThreadCoords(OpBuilder &b, Location loc) : b(b), loc(loc) {
   tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
-  lane = arith::AndIOp::create(b, loc, tid, constant(kWarpSize - 1));
-  warp = arith::ShRUIOp::create(b, loc, tid, constant(5));
+  lane = arith::AndIOp::create(b, loc, tid, constant(layout::kWarpSize - 1));
+  warp = arith::ShRUIOp::create(b, loc, tid,
+                                constant(llvm::Log2_32(layout::kWarpSize)));
 }
 
 Value ThreadCoords::constant(int64_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
 }
 
-/// (id / stride) mod n, for powers of two.
-static Value digit(ThreadCoords &c, Value id, unsigned stride, unsigned n) {
-  Value shifted =
-      arith::ShRUIOp::create(c.b, c.loc, id, c.constant(llvm::Log2_32(stride)));
-  return arith::AndIOp::create(c.b, c.loc, shifted, c.constant(n - 1));
-}
-
-Value ThreadCoords::laneCoord(const DimDistribution &d) {
-  return digit(*this, lane, d.laneStride, d.threads);
-}
-
-Value ThreadCoords::warpCoord(const DimDistribution &d) {
-  return digit(*this, warp, d.warpStride, d.warps);
-}
-
-/// warp * threads + lane along `d`: the thread's position in the dimension.
-static Value position(ThreadCoords &c, const DimDistribution &d) {
-  Value w =
-      arith::MulIOp::create(c.b, c.loc, c.warpCoord(d), c.constant(d.threads));
-  return arith::AddIOp::create(c.b, c.loc, w, c.laneCoord(d));
-}
-
-Value ThreadCoords::base(const DimDistribution &d) {
-  using Kind = DimDistribution::Kind;
-  if (d.kind == Kind::Whole)
-    return constant(0);
-  Value first =
-      arith::MulIOp::create(b, loc, position(*this, d), constant(d.size));
-  if (d.kind == Kind::Spread)
-    return first;
-  return arith::AndIOp::create(b, loc, first, constant(d.extent - 1));
-}
-
-Value ThreadCoords::isOwner(const DimDistribution &d) {
-  using Kind = DimDistribution::Kind;
-  if (d.kind == Kind::Spread)
-    return arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  Value pos = position(*this, d);
-  if (d.kind == Kind::Whole)
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, pos,
-                                 constant(0));
-  Value first = arith::MulIOp::create(b, loc, pos, constant(d.size));
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, first,
-                               constant(d.extent));
+std::pair<Value, Value>
+ThreadCoords::threadOffset(const layout::LinearLayout &l) {
+  std::array<Value, 2> coord = {constant(0), constant(0)};
+  for (auto [dim, id] :
+       {std::pair{layout::InDim::Lane, lane}, {layout::InDim::Warp, warp}}) {
+    ArrayRef<layout::Coord> bases = l.getBases(dim);
+    for (unsigned bit = 0; bit < bases.size();) {
+      layout::Coord basis = bases[bit];
+      if (basis.isZero()) {
+        ++bit;
+        continue;
+      }
+      // A run of bits whose bases double along one coordinate is one field
+      // of the id: (id >> bit) & (2^run - 1), scaled by the first basis.
+      unsigned d = basis.row != 0 ? 0 : 1;
+      unsigned run = 1;
+      if (basis[1 - d] == 0 && llvm::isPowerOf2_32(basis[d]))
+        while (bit + run < bases.size() &&
+               bases[bit + run][1 - d] == 0 &&
+               bases[bit + run][d] == basis[d] << run)
+          ++run;
+      Value field = arith::AndIOp::create(
+          b, loc, arith::ShRUIOp::create(b, loc, id, constant(bit)),
+          constant((1 << run) - 1));
+      if (run > 1 || basis[1 - d] == 0) {
+        coord[d] = arith::XOrIOp::create(
+            b, loc, coord[d],
+            arith::MulIOp::create(b, loc, field, constant(basis[d])));
+      } else {
+        // A single bit moving along both coordinates.
+        for (unsigned e = 0; e < 2; ++e)
+          coord[e] = arith::XOrIOp::create(
+              b, loc, coord[e],
+              arith::MulIOp::create(b, loc, field, constant(basis[e])));
+      }
+      bit += run;
+    }
+  }
+  return {coord[0], coord[1]};
 }
 
 SmallVector<std::pair<Value, Value>>
 ThreadCoords::positions(const TileDistribution &t) {
-  Value base0 = base(t.dim(0)), base1 = base(t.dim(1));
+  auto [row, col] = threadOffset(t.getLayout());
+  // Slots share their row or column offsets; build each once.
+  DenseMap<int32_t, Value> rows, cols;
+  auto at = [&](DenseMap<int32_t, Value> &cache, Value base, int32_t offset) {
+    Value &v = cache[offset];
+    if (!v)
+      v = offset == 0 ? base
+                      : Value(arith::XOrIOp::create(b, loc, base,
+                                                    constant(offset)));
+    return v;
+  };
   SmallVector<std::pair<Value, Value>> out;
-  for (int64_t k0 = 0; k0 < t.dim(0).count(); ++k0)
-    for (int64_t k1 = 0; k1 < t.dim(1).count(); ++k1)
-      out.push_back(
-          {arith::AddIOp::create(b, loc, base0, constant(t.dim(0).offset(k0))),
-           arith::AddIOp::create(b, loc, base1,
-                                 constant(t.dim(1).offset(k1)))});
+  for (int64_t r = 0; r < t.getNumElements(); ++r) {
+    layout::Coord offset = t.slotOffset(r);
+    out.push_back({at(rows, row, offset.row), at(cols, col, offset.col)});
+  }
   return out;
+}
+
+Value ThreadCoords::isOwner(const TileDistribution &t) {
+  const layout::LinearLayout &l = t.getLayout();
+  Value owner = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  for (auto [dim, id] :
+       {std::pair{layout::InDim::Lane, lane}, {layout::InDim::Warp, warp}}) {
+    int32_t free = l.getFreeMask(dim);
+    if (free == 0)
+      continue;
+    Value clear = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::AndIOp::create(b, loc, id, constant(free)), constant(0));
+    owner = arith::AndIOp::create(b, loc, owner, clear);
+  }
+  return owner;
 }

@@ -2,8 +2,8 @@
 // that consumes it copies the tile from global to shared memory in 16-byte
 // cp.async pieces (zero-filled past the bounds), waits for them, and only
 // then multiplies. Both instruction families stage the same way.
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s --check-prefix=NOLOAD
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s --check-prefix=NOLOAD
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk

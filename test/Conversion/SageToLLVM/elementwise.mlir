@@ -1,5 +1,5 @@
-// Elementwise ops run per held element; broadcasts move no data.
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// Elementwise ops run per held slot; broadcasts from a slice move no data.
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
 // 16x32 tiles: 4 elements a thread; a 16x1 column: 1 element a thread.
@@ -21,13 +21,17 @@ func.func @rescale(%x: tensor<16x32xf32>, %col: tensor<16x1xf32>) -> tensor<16x3
   return %r : tensor<16x32xf32>
 }
 
-// Iota gives each held element its column: base + 0..3 for size [1, 4].
+// Iota gives each held element its column: the lane's field of the layout
+// (lane % 8, times 4) XOR the slot's offset 0..3 for size [1, 4].
 // CHECK-LABEL: func.func @columns
-// CHECK: nvvm.read.ptx.sreg.tid.x
-// CHECK: %[[BASE:.*]] = arith.muli %{{.*}}, %c4_i32 : i32
-// CHECK: arith.addi %[[BASE]], %c1_i32
-// CHECK: arith.addi %[[BASE]], %c2_i32
-// CHECK: arith.addi %[[BASE]], %c3_i32
+// CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+// CHECK: %[[LANE:.*]] = arith.andi %[[TID]], %c31_i32 : i32
+// CHECK: %[[FIELD:.*]] = arith.andi %[[LANE]], %c7_i32 : i32
+// CHECK: %[[BASE:.*]] = arith.muli %[[FIELD]], %c4_i32 : i32
+// CHECK: %[[C1:.*]] = arith.xori %[[BASE]], %c1_i32
+// CHECK: %[[C2:.*]] = arith.xori %[[BASE]], %c2_i32
+// CHECK: %[[C3:.*]] = arith.xori %[[BASE]], %c3_i32
+// CHECK: return %[[BASE]], %[[C1]], %[[C2]], %[[C3]]
 func.func @columns() -> tensor<16x32xi32> {
   %i = sage.iota 1 : tensor<16x32xi32>
   return %i : tensor<16x32xi32>

@@ -1,5 +1,5 @@
 // Shapes that do not tile into mma.sync blocks are reported, not miscompiled.
-// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --split-input-file -verify-diagnostics
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --split-input-file -verify-diagnostics
 
 module attributes {sage.num_warps = 4 : i32} {
 func.func @small(%a: tensor<8x32xi8>, %s: tensor<1x1xf32>) -> tensor<8x8xf32> {

@@ -1,5 +1,5 @@
 // Matmuls stage their operands K-major in shared memory and run mma.sync.
-// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 // RUN: sage-opt %s --sage-select-mma | FileCheck %s --check-prefix=SELECT
 
 module attributes {sage.num_warps = 4 : i32} {

@@ -1,6 +1,6 @@
 // Masked loads and stores: each thread moves the elements it holds with
 // predicated PTX; replicated copies do not store.
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
 // 16x32 f16 with the 4-warp layout (layout tile 16x32): 4 elements a thread.

@@ -1,6 +1,6 @@
 // Reductions: in-thread, butterfly shuffles over the lanes of the reduced
 // dimension, then across warps through shared memory.
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 // The scratch buffer is declared once, as dynamic shared memory.
 // CHECK: llvm.mlir.global external @sage_scratch() {addr_space = 3 : i32, alignment = 128 : i64} : !llvm.array<0 x i8>

@@ -1,7 +1,7 @@
 // Math the NVPTX backend cannot select is rewritten (log2 -> lg2.approx,
 // exp and log in base 2) or rejected with a diagnostic; LLVM would abort
 // the whole process on it.
-// RUN: sage-opt %s --split-input-file --verify-diagnostics --sage-assign-layouts --convert-sage-to-llvm | FileCheck %s
+// RUN: sage-opt %s --split-input-file --verify-diagnostics --sagegpu-assign-layouts --convert-sage-to-llvm | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @natural

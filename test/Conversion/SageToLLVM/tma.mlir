@@ -3,7 +3,7 @@
 // scratch. A matmul whose operands are loaded `via tma` has thread 0 arm an
 // mbarrier for both boxes and issue the copies; everyone waits on it after
 // a barrier, multiplies, and thread 0 invalidates it afterwards.
-// RUN: sage-opt %s --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk

@@ -1,8 +1,8 @@
 // On sm_90a, matmuls selected for wgmma stage their operands chunk-major
 // (16 bytes of K of every row together, the layout a TMA box lands in) and
 // issue warpgroup MMAs from shared-memory descriptors.
-// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
-// RUN: sage-opt %s --sage-select-mma --sage-assign-layouts --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk

@@ -16,7 +16,9 @@
 // CHECK: bar.sync 0;
 // Round to nearest even, then the INT8 tensor-core product: wgmma from
 // shared-memory descriptors on sm_90a, mma.sync elsewhere.
-// CHECK: cvt.rni.sat.s8.f32
+// CHECK-NOT: cvt.rni
+// CHECK: mov.b32 %r[[MAGIC:[0-9]+]], 0f4B400000;
+// CHECK: add.rn.f32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r[[MAGIC]];
 // SM90: fence.proxy.async.shared::cta
 // SM90: wgmma.fence.sync.aligned
 // SM90: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8

@@ -15,7 +15,7 @@
 
 namespace mlir::sage {
 
-/// Tiles with a blocked layout become their per-thread elements;
+/// Tiles with a distributed encoding become their per-thread elements;
 /// `!sage.ptr<T>` becomes `!llvm.ptr<1>`; everything else is unchanged.
 class TileTypeConverter : public TypeConverter {
 public:
@@ -34,18 +34,26 @@ void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
 /// reduce: in-thread, then warp shuffles, then across warps in shared memory.
 void populateReduceToLLVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
-/// qmatmul and matmul through mma.sync.
+/// make_tensor_map: the tensor map built on the device.
 void populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
+/// qmatmul and matmul through mma.sync or wgmma, results in the
+/// accumulator's registers.
 void populateMatmulToNVVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
+/// sagegpu.convert_layout: register renaming, warp shuffles or a round trip
+/// through shared memory, as the two linear layouts allow.
+void populateConvertLayoutToLLVMPatterns(const TypeConverter &converter,
+                                         RewritePatternSet &patterns);
+/// Scratch bytes a convert_layout needs (0 when it stays in registers).
+int64_t getConvertLayoutScratchBytes(Operation *op);
 /// Scalar math the NVPTX backend cannot select (log2, exp, log) as NVVM
 /// intrinsics or in terms of those it can.
 void populateScalarMathToNVVMPatterns(RewritePatternSet &patterns);
 /// Whether a scalar `math` op may reach the NVPTX backend as it is.
 bool isSupportedScalarMath(Operation *op);
-/// The quantizer's round/clamp/convert chain on scalars as one saturating
-/// cvt.rni (applied after the tile conversion).
+/// The quantizer's round/clamp/convert chain on scalars as a clamp plus a
+/// magic-number add.rn (no F2I; applied after the tile conversion).
 void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
 
 class ReduceOp;

@@ -1,6 +1,6 @@
 //===- PtxAsm.h - PTX the NVVM dialect has no op for ------------*- C++ -*-===//
 //
-// Predicated loads, cvt.rni.sat, TMA and mbarrier forms that MLIR 22's NVVM
+// Predicated loads, TMA and mbarrier forms that MLIR 22's NVVM
 // dialect lacks (or models for clusters only) are emitted as inline PTX.
 //
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,8 @@ using namespace mlir::sage;
 
 #include "sage/Dialect/Sage/IR/SageInterfaces.cpp.inc"
 
+#include "sage/Dialect/Sage/IR/SageOpInterfaces.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "sage/Dialect/Sage/IR/SageAttrs.cpp.inc"
 
@@ -55,28 +57,5 @@ LogicalResult Int8SchemeAttr::verifyInputType(
   if (!isa<Float16Type, BFloat16Type, Float32Type>(elementType))
     return emitError() << "int8 scheme quantizes f16, bf16 or f32, not "
                        << elementType;
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// BlockedLayoutAttr
-//===----------------------------------------------------------------------===//
-
-LogicalResult
-BlockedLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                          ArrayRef<unsigned> size, ArrayRef<unsigned> threads,
-                          ArrayRef<unsigned> warps) {
-  for (ArrayRef<unsigned> list : {size, threads, warps}) {
-    if (list.size() != 2)
-      return emitError() << "blocked layout needs two entries per list";
-    for (unsigned v : list)
-      if (v == 0 || !llvm::isPowerOf2_32(v))
-        return emitError() << "blocked layout entries must be powers of two, "
-                              "got "
-                           << v;
-  }
-  if (threads[0] * threads[1] != 32)
-    return emitError() << "threads per warp must multiply to 32, got "
-                       << threads[0] * threads[1];
   return success();
 }

@@ -12,21 +12,7 @@ using namespace mlir::sage;
 
 #include "sage/Dialect/Sage/IR/SageDialect.cpp.inc"
 
-namespace {
-/// Prints layouts as `#blocked` aliases: they recur on every tile type.
-struct SageOpAsmInterface : public OpAsmDialectInterface {
-  using OpAsmDialectInterface::OpAsmDialectInterface;
-  AliasResult getAlias(Attribute attr, raw_ostream &os) const override {
-    if (!isa<BlockedLayoutAttr>(attr))
-      return AliasResult::NoAlias;
-    os << "blocked";
-    return AliasResult::FinalAlias;
-  }
-};
-} // namespace
-
 void SageDialect::initialize() {
-  addInterfaces<SageOpAsmInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "sage/Dialect/Sage/IR/SageOps.cpp.inc"

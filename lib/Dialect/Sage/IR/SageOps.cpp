@@ -354,3 +354,36 @@ LogicalResult SoftmaxUpdateOp::verify() {
                          << shapeStr(stats);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Layout relations (LayoutRelationsOpInterface)
+//===----------------------------------------------------------------------===//
+
+void BroadcastOp::getTiedTiles(SmallVectorImpl<std::pair<Value, Value>> &tied) {
+  if (getSource().getType().getShape() == getResult().getType().getShape())
+    tied.push_back({getSource(), getResult()});
+}
+
+void BroadcastOp::getSlicedTiles(SmallVectorImpl<SliceRelation> &sliced) {
+  ArrayRef<int64_t> from = getSource().getType().getShape();
+  ArrayRef<int64_t> to = getResult().getType().getShape();
+  // An Mx1 or 1xN source is a slice of the result; a 1x1 source holds one
+  // value that any layout replicates, so it is left free.
+  for (unsigned d = 0; d < 2; ++d)
+    if (from[d] == 1 && to[d] != 1 && from[1 - d] != 1)
+      sliced.push_back({getSource(), getResult(), d});
+}
+
+void ReduceOp::getSlicedTiles(SmallVectorImpl<SliceRelation> &sliced) {
+  sliced.push_back({getResult(), getInput(), getAxis()});
+}
+
+void QMatmulOp::getTiedTiles(SmallVectorImpl<std::pair<Value, Value>> &tied) {
+  if (getAcc())
+    tied.push_back({getAcc(), getResult()});
+}
+
+void MatmulOp::getTiedTiles(SmallVectorImpl<std::pair<Value, Value>> &tied) {
+  if (getAcc())
+    tied.push_back({getAcc(), getResult()});
+}

@@ -74,35 +74,4 @@ def Sage_CopyKind : I32EnumAttr<"CopyKind", "how a tile reaches shared memory", 
   let cppNamespace = "::mlir::sage";
 }
 
-def Sage_BlockedLayoutAttr : Sage_Attr<"BlockedLayout", "blocked"> {
-  let summary = "how a tile's elements are spread over a program's threads";
-  let description = [{
-    A tile encoding (the tensor type's encoding) chosen by
-    `sage-assign-layouts`. Along each dimension `d` a thread holds
-    `size[d]` consecutive elements, a warp spans `threads[d]` threads and the
-    program `warps[d]` warps; this *layout tile* of
-    `size[d] * threads[d] * warps[d]` elements repeats over a larger tile.
-    Along a dimension smaller than the layout tile, threads hold copies of
-    the same elements, which is why a `Mx1` row statistic and the `MxN`
-    tile it describes share a layout and `sage.broadcast` moves no data.
-    Dimension 1 is the fastest-varying: lane `l` sits at
-    `(l / threads[1], l % threads[1])`, warp `w` at `(w / warps[1], w % warps[1])`.
-    All entries are powers of two; `threads` multiply to 32.
-
-    Example: `#sage.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>`.
-  }];
-  let parameters = (ins ArrayRefParameter<"unsigned">:$size,
-                        ArrayRefParameter<"unsigned">:$threads,
-                        ArrayRefParameter<"unsigned">:$warps);
-  let assemblyFormat = [{
-    `<` `size` `=` `[` $size `]` `,` `threads` `=` `[` $threads `]` `,`
-    `warps` `=` `[` $warps `]` `>`
-  }];
-  let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    /// Warps per program.
-    unsigned getNumWarps() const { return getWarps()[0] * getWarps()[1]; }
-  }];
-}
-
 #endif // SAGE_DIALECT_SAGE_IR_SAGEATTRS_TD

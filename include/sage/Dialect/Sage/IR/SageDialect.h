@@ -22,6 +22,18 @@
 
 #include "sage/Dialect/Sage/IR/SageInterfaces.h.inc"
 
+namespace mlir::sage {
+/// `slice` is laid out as the slice of `parent`'s layout along `dim` (the
+/// dimension where `slice` has size 1).
+struct SliceRelation {
+  Value slice;
+  Value parent;
+  unsigned dim;
+};
+} // namespace mlir::sage
+
+#include "sage/Dialect/Sage/IR/SageOpInterfaces.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "sage/Dialect/Sage/IR/SageAttrs.h.inc"
 

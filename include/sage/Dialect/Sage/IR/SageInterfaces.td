@@ -48,4 +48,30 @@ def Sage_QuantSchemeAttrInterface : AttrInterface<"QuantSchemeAttrInterface"> {
   }];
 }
 
+def Sage_LayoutRelationsOpInterface : OpInterface<"LayoutRelationsOpInterface"> {
+  let cppNamespace = "::mlir::sage";
+  let description = [{
+    How the distributed layouts of an op's tiles must relate, as layout
+    assignment (`sagegpu-assign-layouts`) asks it: tiles that must share one
+    layout, and tiles laid out as a slice of another tile's layout (the
+    `Mx1` / `1xN` statistics of a reduction or a broadcast). An op without
+    this interface constrains nothing, except that elementwise ops (the
+    ElementwiseMappable traits) tie all their tiles together and control flow
+    ties the values it forwards. Matmuls tie their accumulator to their
+    result; the pass anchors that result at the instruction's accumulator
+    layout.
+  }];
+  let methods = [
+    InterfaceMethod<"Appends pairs of tiles that must share one layout.",
+      "void", "getTiedTiles",
+      (ins "::llvm::SmallVectorImpl<std::pair<::mlir::Value, ::mlir::Value>> &":$tied),
+      [{}], [{ return; }]>,
+    InterfaceMethod<[{Appends tiles laid out as the slice, along a dimension,
+      of another tile's layout.}],
+      "void", "getSlicedTiles",
+      (ins "::llvm::SmallVectorImpl<::mlir::sage::SliceRelation> &":$sliced),
+      [{}], [{ return; }]>,
+  ];
+}
+
 #endif // SAGE_DIALECT_SAGE_IR_SAGEINTERFACES_TD

@@ -178,7 +178,9 @@ def Sage_IotaOp : Sage_Op<"iota", [Pure]> {
   let assemblyFormat = "$axis attr-dict `:` type($result)";
 }
 
-def Sage_BroadcastOp : Sage_Op<"broadcast", [Pure]> {
+def Sage_BroadcastOp : Sage_Op<"broadcast", [Pure,
+    DeclareOpInterfaceMethods<Sage_LayoutRelationsOpInterface,
+                              ["getTiedTiles", "getSlicedTiles"]>]> {
   let summary = "expand dimensions of size 1";
   let description = [{
     Every dimension of the result equals the source's, or the source has size
@@ -191,7 +193,8 @@ def Sage_BroadcastOp : Sage_Op<"broadcast", [Pure]> {
   let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
 }
 
-def Sage_ReduceOp : Sage_Op<"reduce", [Pure]> {
+def Sage_ReduceOp : Sage_Op<"reduce", [Pure,
+    DeclareOpInterfaceMethods<Sage_LayoutRelationsOpInterface, ["getSlicedTiles"]>]> {
   let summary = "reduce a tile along one axis, keeping the axis with size 1";
   let description = [{
     `sum`, `max`, `min` or `absmax` (max of |x|) along `axis`. The result has
@@ -284,7 +287,8 @@ def Sage_DequantizeOp : Sage_Op<"dequantize", [Pure]> {
 class Sage_MatmulBase<string mnemonic, list<Trait> traits = []>
     : Sage_Op<mnemonic, !listconcat(traits, [Pure,
         OptionalTypesMatchWith<"accumulator type matches result", "result",
-                               "acc", "$_self">])> {
+                               "acc", "$_self">,
+        DeclareOpInterfaceMethods<Sage_LayoutRelationsOpInterface, ["getTiedTiles"]>])> {
   let hasVerifier = 1;
   code extraMatmulDecl = [{
     /// Size of the contracted dimension.

@@ -60,20 +60,6 @@ def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
 
-def SageAssignLayouts : Pass<"sage-assign-layouts", "::mlir::ModuleOp"> {
-  let summary = "Give every tile a distributed layout";
-  let description = [{
-    Sets the encoding of every rank-2 tile type (op results, block
-    arguments, function signatures, constants) to the program's blocked
-    layout, `#sage.blocked<size = [1, 4], threads = [4, 8], warps = [W, 1]>`
-    with `W = sage.num_warps` (4 when absent). One layout for all tiles of a
-    program makes broadcasts and keep-dim reductions free of data movement;
-    matmuls convert to and from their fragment layouts through shared memory
-    inside their lowering.
-  }];
-  let dependentDialects = ["::mlir::sage::SageDialect"];
-}
-
 def SageSelectCopies : Pass<"sage-select-copies", "::mlir::ModuleOp"> {
   let summary = "Choose asynchronous global-to-shared copies for matmul operands";
   let description = [{

@@ -1,0 +1,53 @@
+//===- SageGPUDialect.h - the sagegpu dialect -------------------*- C++ -*-===//
+//
+// Layout encodings (each a linear layout, see sage/Layout) and the ops that
+// move tiles between them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SAGE_DIALECT_SAGEGPU_IR_SAGEGPUDIALECT_H
+#define SAGE_DIALECT_SAGEGPU_IR_SAGEGPUDIALECT_H
+
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Layout/LinearLayout.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TensorEncoding.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "sage/Dialect/SageGPU/IR/SageGPUInterfaces.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "sage/Dialect/SageGPU/IR/SageGPUAttrs.h.inc"
+
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "sage/Dialect/SageGPU/IR/SageGPUOps.h.inc"
+
+namespace mlir::sagegpu {
+
+/// The distributed encoding of `type`, or null when it is not a rank-2 tile
+/// with one.
+DistributedEncodingAttrInterface getDistributedEncoding(Type type);
+
+/// The linear layout of a tile type with a distributed encoding and
+/// power-of-two extents; nullopt otherwise.
+std::optional<sage::layout::LinearLayout> getLinearLayout(Type type);
+
+/// The program-wide blocked encoding of tiles no matmul reaches.
+BlockedEncodingAttr getDefaultBlockedEncoding(MLIRContext *ctx,
+                                              unsigned numWarps);
+
+/// The accumulator encoding of an `m x n` matmul result computed with `kind`
+/// by `numWarps` warps: how the lowering tiles the instruction over warps.
+MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,
+                                       int64_t m, int64_t n,
+                                       unsigned numWarps);
+
+} // namespace mlir::sagegpu
+
+#endif // SAGE_DIALECT_SAGEGPU_IR_SAGEGPUDIALECT_H

@@ -1,0 +1,234 @@
+//===- SageGPUAttrs.cpp - layout encodings and their linear layouts -------===//
+//
+// Each encoding's parameters are checked here, and its element-to-owner map
+// is delegated to the one factory in sage/Layout/Encodings.h that defines it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
+#include "sage/Layout/Encodings.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::sagegpu;
+namespace layout = mlir::sage::layout;
+
+#include "sage/Dialect/SageGPU/IR/SageGPUInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "sage/Dialect/SageGPU/IR/SageGPUAttrs.cpp.inc"
+
+void SageGPUDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "sage/Dialect/SageGPU/IR/SageGPUAttrs.cpp.inc"
+      >();
+}
+
+static layout::TileShape tileShape(ArrayRef<int64_t> shape) {
+  return {shape[0], shape[1]};
+}
+
+template <typename T>
+static std::array<unsigned, 2> pair(ArrayRef<T> list) {
+  return {unsigned(list[0]), unsigned(list[1])};
+}
+
+static LogicalResult verifyWarps(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayRef<unsigned> warps, StringRef what) {
+  if (warps.size() != 2)
+    return emitError() << what << " needs two warp counts";
+  for (unsigned w : warps)
+    if (w == 0 || !llvm::isPowerOf2_32(w))
+      return emitError() << what << " warp counts must be powers of two, got "
+                         << w;
+  return success();
+}
+
+/// Encodings describe rank-2 tiles with power-of-two extents.
+static LogicalResult
+verifyTileShape(ArrayRef<int64_t> shape,
+                function_ref<InFlightDiagnostic()> emitError) {
+  if (shape.size() != 2)
+    return emitError() << "layout encodings describe rank-2 tiles, got rank "
+                       << shape.size();
+  for (int64_t extent : shape)
+    if (extent <= 0 || !llvm::isPowerOf2_64(extent))
+      return emitError() << "tiles with a layout encoding need power-of-two "
+                            "extents, got "
+                         << extent;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BlockedEncodingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+BlockedEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            ArrayRef<unsigned> size, ArrayRef<unsigned> threads,
+                            ArrayRef<unsigned> warps) {
+  for (ArrayRef<unsigned> list : {size, threads, warps}) {
+    if (list.size() != 2)
+      return emitError() << "blocked layout needs two entries per list";
+    for (unsigned v : list)
+      if (v == 0 || !llvm::isPowerOf2_32(v))
+        return emitError() << "blocked layout entries must be powers of two, "
+                              "got "
+                           << v;
+  }
+  if (threads[0] * threads[1] != layout::kWarpSize)
+    return emitError() << "threads per warp must multiply to 32, got "
+                       << threads[0] * threads[1];
+  return success();
+}
+
+layout::LinearLayout
+BlockedEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
+  return layout::blocked(tileShape(shape), pair(getSize()),
+                         pair(getThreads()), pair(getWarps()));
+}
+
+LogicalResult BlockedEncodingAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyTileShape(shape, emitError);
+}
+
+unsigned BlockedEncodingAttr::getNumWarps() const {
+  return getWarps()[0] * getWarps()[1];
+}
+
+//===----------------------------------------------------------------------===//
+// SliceEncodingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+SliceEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          unsigned dim,
+                          DistributedEncodingAttrInterface parent) {
+  if (dim > 1)
+    return emitError() << "slice dimension must be 0 or 1, got " << dim;
+  if (!parent)
+    return emitError() << "slice needs a distributed parent encoding";
+  return success();
+}
+
+layout::LinearLayout
+SliceEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
+  // The parent fitted to the slice's own shape wraps the removed dimension
+  // to one element: the lanes and warps spreading it become copies and its
+  // register repeats vanish, exactly as when slicing a wider parent tile.
+  return layout::slice(getParent().toLinearLayout(shape), getDim());
+}
+
+LogicalResult SliceEncodingAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  if (failed(verifyTileShape(shape, emitError)))
+    return failure();
+  if (shape[getDim()] != 1)
+    return emitError() << "a slice along dimension " << getDim()
+                       << " describes tiles of extent 1 there, got "
+                       << shape[getDim()];
+  return success();
+}
+
+unsigned SliceEncodingAttr::getNumWarps() const {
+  return getParent().getNumWarps();
+}
+
+//===----------------------------------------------------------------------===//
+// MmaEncodingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+MmaEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        sage::MmaKind kind, ArrayRef<unsigned> warps,
+                        unsigned n) {
+  if (failed(verifyWarps(emitError, warps, "mma encoding")))
+    return failure();
+  switch (kind) {
+  case sage::MmaKind::MmaSync:
+    if (n != 0)
+      return emitError() << "mma_sync accumulators take no instruction N";
+    return success();
+  case sage::MmaKind::Wgmma:
+    if (warps[0] % layout::kWarpsPerWarpgroup || warps[1] != 1)
+      return emitError() << "wgmma accumulators need warps = [4k, 1], got ["
+                         << warps[0] << ", " << warps[1] << "]";
+    if (n < 8 || n > 256 || !llvm::isPowerOf2_32(n))
+      return emitError() << "wgmma instruction N must be a power of two from "
+                            "8 to 256, got "
+                         << n;
+    return success();
+  case sage::MmaKind::WgmmaRegA:
+    return emitError() << "the accumulator of wgmma_reg_a is "
+                          "#sagegpu.mma<wgmma, ...>";
+  }
+  llvm_unreachable("unknown mma kind");
+}
+
+layout::LinearLayout
+MmaEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
+  if (getKind() == sage::MmaKind::MmaSync)
+    return layout::mmaV2Accumulator(tileShape(shape), pair(getWarps()));
+  return layout::wgmmaAccumulator(tileShape(shape), getN(),
+                                  getWarps()[0] / layout::kWarpsPerWarpgroup);
+}
+
+LogicalResult MmaEncodingAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyTileShape(shape, emitError);
+}
+
+unsigned MmaEncodingAttr::getNumWarps() const {
+  return getWarps()[0] * getWarps()[1];
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+DistributedEncodingAttrInterface mlir::sagegpu::getDistributedEncoding(Type type) {
+  auto tile = dyn_cast<RankedTensorType>(type);
+  if (!tile || tile.getRank() != 2)
+    return {};
+  return dyn_cast_or_null<DistributedEncodingAttrInterface>(tile.getEncoding());
+}
+
+std::optional<layout::LinearLayout> mlir::sagegpu::getLinearLayout(Type type) {
+  DistributedEncodingAttrInterface encoding = getDistributedEncoding(type);
+  if (!encoding)
+    return std::nullopt;
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(type).getShape();
+  for (int64_t extent : shape)
+    if (extent <= 0 || !llvm::isPowerOf2_64(extent))
+      return std::nullopt;
+  return encoding.toLinearLayout(shape);
+}
+
+BlockedEncodingAttr mlir::sagegpu::getDefaultBlockedEncoding(MLIRContext *ctx,
+                                                             unsigned numWarps) {
+  // Four consecutive columns per thread, eight threads across a row: a
+  // warp covers 4 x 32 elements, the program's warps stack along rows.
+  return BlockedEncodingAttr::get(ctx, {1, 4}, {4, 8}, {numWarps, 1});
+}
+
+MmaEncodingAttr mlir::sagegpu::getAccumulatorEncoding(MLIRContext *ctx,
+                                                      sage::MmaKind kind,
+                                                      int64_t m, int64_t n,
+                                                      unsigned numWarps) {
+  if (!sage::isWgmma(kind)) {
+    sage::MmaSyncTiling t = sage::mmaSyncTiling(m, numWarps);
+    return MmaEncodingAttr::get(ctx, sage::MmaKind::MmaSync,
+                                {unsigned(t.warpsM), unsigned(t.warpsN)}, 0);
+  }
+  // One wgmma per warpgroup and 64-row block spans the whole N.
+  return MmaEncodingAttr::get(ctx, sage::MmaKind::Wgmma, {numWarps, 1},
+                              unsigned(n));
+}

@@ -1,0 +1,37 @@
+// The sagegpu encodings and convert_layout print and parse back unchanged.
+// RUN: sage-opt %s | sage-opt | FileCheck %s
+
+// CHECK-DAG: #[[$BLOCKED:.*]] = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+// CHECK-DAG: #[[$MMA:.*]] = #sagegpu.mma<mma_sync, warps = [4, 1]>
+// CHECK-DAG: #[[$WGMMA:.*]] = #sagegpu.mma<wgmma, warps = [8, 1], n = 64>
+// CHECK-DAG: #[[$SLICE:.*]] = #sagegpu.slice<dim = 1, parent = #[[$MMA]]>
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+#wgmma = #sagegpu.mma<wgmma, warps = [8, 1], n = 64>
+#slice = #sagegpu.slice<dim = 1, parent = #mma>
+
+// CHECK-LABEL: func.func @convert
+// CHECK: sagegpu.convert_layout %{{.*}} : tensor<64x64xf32, #[[$MMA]]> -> tensor<64x64xf32, #[[$BLOCKED]]>
+// CHECK: sagegpu.convert_layout %{{.*}} : tensor<128x64xf32, #[[$WGMMA]]> -> tensor<128x64xf32, #[[$BLOCKED]]>
+// CHECK: sagegpu.convert_layout %{{.*}} : tensor<64x1xf32, #[[$SLICE]]> -> tensor<64x1xf32, #[[$BLOCKED]]>
+func.func @convert(%a: tensor<64x64xf32, #mma>, %b: tensor<128x64xf32, #wgmma>,
+                   %c: tensor<64x1xf32, #slice>)
+    -> (tensor<64x64xf32, #blocked>, tensor<128x64xf32, #blocked>, tensor<64x1xf32, #blocked>) {
+  %0 = sagegpu.convert_layout %a : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #blocked>
+  %1 = sagegpu.convert_layout %b : tensor<128x64xf32, #wgmma> -> tensor<128x64xf32, #blocked>
+  %2 = sagegpu.convert_layout %c : tensor<64x1xf32, #slice> -> tensor<64x1xf32, #blocked>
+  return %0, %1, %2 : tensor<64x64xf32, #blocked>, tensor<128x64xf32, #blocked>, tensor<64x1xf32, #blocked>
+}
+
+// Converting to the same type folds away; two conversions fold into one.
+// RUN: sage-opt %s --canonicalize | FileCheck %s --check-prefix=FOLD
+// FOLD-LABEL: func.func @folds
+// FOLD-NEXT: %[[X:.*]] = sagegpu.convert_layout %arg0 : tensor<64x64xf32, #{{.*}}> -> tensor<64x64xf32, #{{.*}}>
+// FOLD-NEXT: return %arg0, %[[X]]
+#wide = #sagegpu.blocked<size = [1, 1], threads = [1, 32], warps = [2, 2]>
+func.func @folds(%a: tensor<64x64xf32, #mma>) -> (tensor<64x64xf32, #mma>, tensor<64x64xf32, #blocked>) {
+  %0 = sagegpu.convert_layout %a : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #mma>
+  %1 = sagegpu.convert_layout %0 : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #wide>
+  %2 = sagegpu.convert_layout %1 : tensor<64x64xf32, #wide> -> tensor<64x64xf32, #blocked>
+  return %0, %2 : tensor<64x64xf32, #mma>, tensor<64x64xf32, #blocked>
+}
