@@ -20,9 +20,18 @@
 // add with the scale's multiply into an FMA, which would round once instead
 // of twice and break bit equality with the reference.
 //
+// The sum's low byte then passes through one integer instruction (an `and`
+// in inline PTX, which LLVM cannot fold away): ptxas 13.0 turns a byte
+// store of a register that an `add.f32` defined into `F2I.U8.TRUNC` of the
+// sum, a wrong truncating conversion (found on the H100: quant_matmul was
+// wrong exactly where LLVM stored such a byte directly; PRMT byte packing of
+// the same registers is compiled correctly). An integer-typed value keeps
+// ptxas from doing so.
+//
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -76,7 +85,8 @@ struct LogLowering : public OpRewritePattern<math::LogOp> {
 };
 
 /// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8 becomes
-/// trunc(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23))).
+/// trunc(and(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23)),
+/// 255)).
 struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
   using OpRewritePattern::OpRewritePattern;
   /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
@@ -113,7 +123,10 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
         ValueRange{clamped, magic});
     Value sum = add->getResult(0);
     Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
-    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), bits);
+    Value byte = sage::inlinePtx(rw, loc, rw.getI32Type(), ValueRange{bits},
+                                 "and.b32 $0, $1, 255;", "=r,r",
+                                 /*sideEffects=*/false);
+    rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), byte);
     return success();
   }
 };
