@@ -1,6 +1,9 @@
 """Every SageBwd kernel variant traced with sl.trace, compiled for sm_90a by the
-compiler library and checked by ptxas: accepted, and no register spills at
-the default tiles (sage.kernels.sagebwd.launch.default_tiles)."""
+compiler library and checked by ptxas: accepted, no register spills at the
+default tiles (sage.kernels.sagebwd.launch.default_tiles), and, in the SASS
+(bench/sass_census.py's disassembler), no 8-bit float-to-integer conversion:
+the INT8 quantizer must stay off the F2I pipe that ex2 shares (and ptxas once
+turned its byte stores into a truncating F2I.U8: docs/lowering.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ import pytest
 import sage.language as sl
 from sage.kernels.sagebwd.launch import (FLAGS, KERNELS, Shape, arg_specs, constexprs,
                                          default_tiles)
+from repo_files import load_bench
+
+census = load_bench("sass_census")
 
 PTXAS = os.environ.get("SAGE_PTXAS") or shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 # Known spills (reported to the compiler owner), by (kernel, D): which flag
@@ -34,13 +40,17 @@ def _variants(name: str):
         yield dict(zip(flags, values))
 
 
-def _ptxas(ptx: str, tmp_path: Path) -> str:
-    path = tmp_path / "kernel.ptx"
+# An F2I/F2IP to an 8-bit integer: the quantizer's rounding gone to the F2I pipe.
+EIGHT_BIT_F2I = re.compile(r"\bF2IP?\.(?:[A-Z0-9]+\.)*[SU]8\b")
+
+
+def _ptxas(ptx: str, tmp_path: Path) -> tuple[str, Path]:
+    path, cubin = tmp_path / "kernel.ptx", tmp_path / "kernel.cubin"
     path.write_text(ptx)
-    result = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o", os.devnull],
+    result = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o", str(cubin)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    return result.stderr
+    return result.stderr, cubin
 
 
 @pytest.mark.parametrize("dtype", [sl.bfloat16, sl.float16], ids=["bf16", "f16"])
@@ -49,6 +59,7 @@ def _ptxas(ptx: str, tmp_path: Path) -> str:
 def test_compiles_without_spills(library, name, d, dtype, tmp_path):
     tiles = default_tiles(d)
     shape = Shape(2, 4, 2, 1000, 1000, d)
+    disassembler = census.find_disassembler()
     for flags in _variants(name):
         text = sl.trace(KERNELS[name], arg_specs(name, dtype,
                                                  direct_kv=flags.get("direct_kv", False)),
@@ -58,7 +69,10 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
         assert f"// sage.kernel name={name} threads={32 * tiles.num_warps}" in ptx
         if not Path(PTXAS).exists():
             continue  # only this step needs the CUDA toolkit
-        log = _ptxas(ptx, tmp_path)
+        log, cubin = _ptxas(ptx, tmp_path)
+        if disassembler is not None:
+            sass = census.disassemble(cubin, disassembler)
+            assert not EIGHT_BIT_F2I.search(sass), (flags, EIGHT_BIT_F2I.findall(sass))
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
         if KNOWN_SPILLS.get((name, d), lambda _: False)(flags):
             continue
