@@ -6,6 +6,8 @@
 #pairs = #sagegpu.blocked<size = [2, 2], threads = [8, 4], warps = [4, 1]>
 #mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
 #wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+#a8 = #sagegpu.dot_op<0, parent = #wgmma, bits = 8>
+#a8s = #sagegpu.dot_op<0, parent = #wgmma, bits = 8, sigma16 = true>
 
 module attributes {sage.num_warps = 4 : i32} {
 // The mma.sync and wgmma accumulators of a 64x64 tile on 4 warps hold the
@@ -44,5 +46,32 @@ func.func @shuffle(%a: tensor<64x32xf32, #mma>) -> tensor<64x32xf32, #pairs> {
 func.func @shared(%a: tensor<64x64xf32, #mma>) -> tensor<64x64xf32, #blocked> {
   %0 = sagegpu.convert_layout %a : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #blocked>
   return %0 : tensor<64x64xf32, #blocked>
+}
+
+// An INT8 P quantized in the wgmma accumulator's registers is the register A
+// operand of the PV wgmma when V's tokens are stored sigma16-permuted: the
+// conversion renames registers and moves nothing...
+// CHECK-LABEL: func.func @p_to_a_sigma16
+// CHECK-NOT: sage.shared_memory
+// CHECK-NOT: nvvm.shfl
+// CHECK-NOT: llvm.store
+// CHECK: return
+func.func @p_to_a_sigma16(%p: tensor<64x64xi8, #wgmma>) -> tensor<64x64xi8, #a8s> {
+  %0 = sagegpu.convert_layout %p : tensor<64x64xi8, #wgmma> -> tensor<64x64xi8, #a8s>
+  return %0 : tensor<64x64xi8, #a8s>
+}
+
+// ...while with V in token order each byte comes from a quad neighbour:
+// warp shuffles (two rounds per slot, the source slot depending on the
+// reader's lane bit 1), still no shared memory.
+// CHECK-LABEL: func.func @p_to_a
+// CHECK-NOT: sage.shared_memory
+// CHECK-NOT: llvm.store
+// CHECK: nvvm.shfl.sync idx
+// CHECK: arith.select
+// CHECK: return
+func.func @p_to_a(%p: tensor<64x64xi8, #wgmma>) -> tensor<64x64xi8, #a8> {
+  %0 = sagegpu.convert_layout %p : tensor<64x64xi8, #wgmma> -> tensor<64x64xi8, #a8>
+  return %0 : tensor<64x64xi8, #a8>
 }
 }

@@ -5,6 +5,10 @@
 // CHECK-DAG: #[[$MMA:.*]] = #sagegpu.mma<mma_sync, warps = [4, 1]>
 // CHECK-DAG: #[[$WGMMA:.*]] = #sagegpu.mma<wgmma, warps = [8, 1], n = 64>
 // CHECK-DAG: #[[$SLICE:.*]] = #sagegpu.slice<dim = 1, parent = #[[$MMA]]>
+// CHECK-DAG: #[[$SH:.*]] = #sagegpu.shared<swizzle = 128, bits = 8>
+// CHECK-DAG: #[[$SH0:.*]] = #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>
+// CHECK-DAG: #[[$A:.*]] = #sagegpu.dot_op<0, parent = #[[$WGMMA]], bits = 8, sigma16 = true>
+// CHECK-DAG: #[[$B:.*]] = #sagegpu.dot_op<1, parent = #[[$MMA]], bits = 16>
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
 #wgmma = #sagegpu.mma<wgmma, warps = [8, 1], n = 64>
@@ -34,4 +38,15 @@ func.func @folds(%a: tensor<64x64xf32, #mma>) -> (tensor<64x64xf32, #mma>, tenso
   %1 = sagegpu.convert_layout %0 : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #wide>
   %2 = sagegpu.convert_layout %1 : tensor<64x64xf32, #wide> -> tensor<64x64xf32, #blocked>
   return %0, %2 : tensor<64x64xf32, #mma>, tensor<64x64xf32, #blocked>
+}
+
+// Operand and shared encodings.
+// CHECK-LABEL: func.func @operands
+// CHECK-SAME: tensor<64x64xi8, #[[$A]]>, %{{.*}}: tensor<64x32xf16, #[[$B]]>
+// CHECK-SAME: tensor<64x128xi8, #[[$SH]]>, %{{.*}}: tensor<128x64xf16, #[[$SH0]]>
+func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bits = 8, sigma16 = true>>,
+                    %b: tensor<64x32xf16, #sagegpu.dot_op<1, parent = #mma, bits = 16>>,
+                    %s: tensor<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>,
+                    %t: tensor<128x64xf16, #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>>) {
+  return
 }

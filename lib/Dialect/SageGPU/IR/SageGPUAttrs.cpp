@@ -8,6 +8,7 @@
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Layout/Encodings.h"
+#include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -188,6 +189,95 @@ LogicalResult MmaEncodingAttr::verifyEncoding(
 
 unsigned MmaEncodingAttr::getNumWarps() const {
   return getWarps()[0] * getWarps()[1];
+}
+
+//===----------------------------------------------------------------------===//
+// DotOperandEncodingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult DotOperandEncodingAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, unsigned operand,
+    MmaEncodingAttr parent, unsigned bits, bool sigma16) {
+  if (operand > 1)
+    return emitError() << "dot operand index must be 0 (A) or 1 (B), got "
+                       << operand;
+  if (!parent)
+    return emitError() << "dot operand needs an #sagegpu.mma parent";
+  if (bits != 8 && bits != 16)
+    return emitError() << "dot operands hold 8- or 16-bit elements, got "
+                       << bits;
+  if (operand == 1 && parent.getKind() == sage::MmaKind::Wgmma)
+    return emitError() << "wgmma reads its B operand from shared memory, "
+                          "not registers";
+  if (sigma16 && (operand != 0 || bits != 8))
+    return emitError() << "sigma16 permutes the contraction of 8-bit A "
+                          "operands only";
+  return success();
+}
+
+layout::LinearLayout
+DotOperandEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
+  MmaEncodingAttr mma = getParent();
+  layout::MmaVersion version = mma.getKind() == sage::MmaKind::MmaSync
+                                   ? layout::MmaVersion::MmaSync
+                                   : layout::MmaVersion::Wgmma;
+  return layout::dotOperand(tileShape(shape), version, getOperand(), getBits(),
+                            pair(mma.getWarps()), getSigma16());
+}
+
+LogicalResult DotOperandEncodingAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type elementType,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  if (failed(verifyTileShape(shape, emitError)))
+    return failure();
+  if (elementType.getIntOrFloatBitWidth() != getBits())
+    return emitError() << "a " << getBits() << "-bit dot operand holds "
+                       << getBits() << "-bit elements, not " << elementType;
+  return success();
+}
+
+unsigned DotOperandEncodingAttr::getNumWarps() const {
+  return getParent().getNumWarps();
+}
+
+//===----------------------------------------------------------------------===//
+// SharedEncodingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+SharedEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           unsigned swizzle, unsigned bits, unsigned inner) {
+  if (!layout::isValidSwizzle(swizzle))
+    return emitError() << "shared swizzle must be 0, 32, 64 or 128 bytes, got "
+                       << swizzle;
+  if (bits != 8 && bits != 16 && bits != 32)
+    return emitError() << "shared tiles hold 8-, 16- or 32-bit elements, got "
+                       << bits;
+  if (inner > 1)
+    return emitError() << "the contiguous dimension must be 0 or 1, got "
+                       << inner;
+  return success();
+}
+
+LogicalResult SharedEncodingAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type elementType,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  if (failed(verifyTileShape(shape, emitError)))
+    return failure();
+  if (elementType.getIntOrFloatBitWidth() != getBits())
+    return emitError() << "a " << getBits() << "-bit shared layout holds "
+                       << getBits() << "-bit elements, not " << elementType;
+  std::string why =
+      layout::checkSharedParams(tileShape(shape), getBits(), getSwizzle(),
+                                getInner());
+  if (!why.empty())
+    return emitError() << why;
+  return success();
+}
+
+layout::LinearLayout
+SharedEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
+  return layout::shared(tileShape(shape), getBits(), getSwizzle(), getInner());
 }
 
 //===----------------------------------------------------------------------===//

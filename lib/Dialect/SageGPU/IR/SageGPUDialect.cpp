@@ -8,7 +8,7 @@ using namespace mlir::sagegpu;
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.cpp.inc"
 
 namespace {
-/// Prints encodings as `#blocked`, `#slice`, `#mma` aliases: they recur on
+/// Prints encodings as `#blocked`, `#slice`, `#mma`, ... aliases: they recur on
 /// every tile type.
 struct SageGPUOpAsmInterface : public OpAsmDialectInterface {
   using OpAsmDialectInterface::OpAsmDialectInterface;
@@ -19,6 +19,10 @@ struct SageGPUOpAsmInterface : public OpAsmDialectInterface {
       os << "slice";
     else if (isa<MmaEncodingAttr>(attr))
       os << "mma";
+    else if (isa<DotOperandEncodingAttr>(attr))
+      os << "dot_op";
+    else if (isa<SharedEncodingAttr>(attr))
+      os << "shared";
     else
       return AliasResult::NoAlias;
     return AliasResult::FinalAlias;

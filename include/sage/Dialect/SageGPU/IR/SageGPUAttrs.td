@@ -84,4 +84,62 @@ def SageGPU_MmaEncodingAttr : SageGPU_Encoding<"MmaEncoding", "mma"> {
   }];
 }
 
+def SageGPU_DotOperandEncodingAttr
+    : SageGPU_Encoding<"DotOperandEncoding", "dot_op"> {
+  let summary = "a tensor-core operand held in registers";
+  let description = [{
+    The register fragments of operand `operand` (0: A, 1: B) of the matmul
+    whose accumulator is `parent`, for `bits`-bit elements (8 or 16): the
+    mma.sync A and B fragments (m16n8k16 / m16n8k32), or wgmma's register A
+    (m64k16 / m64k32 per warpgroup; wgmma reads B from shared memory only).
+
+    With `sigma16` (8-bit A only) the layout is stated in the logical
+    coordinates of a contraction index that the partner operand stores
+    permuted inside every 16 (token t at slot 4 * ((t / 2) % 4) +
+    2 * (t / 8) + t % 2, SageAttention's V permutation): then an INT8 P
+    quantized in the accumulator's registers is already, thread for thread,
+    the A operand of the next matmul, and `sagegpu.convert_layout` from the
+    accumulator moves nothing.
+
+    Example: `#sagegpu.dot_op<0, parent = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>, bits = 8, sigma16 = true>`.
+  }];
+  let parameters = (ins "unsigned":$operand,
+                        "::mlir::sagegpu::MmaEncodingAttr":$parent,
+                        "unsigned":$bits,
+                        DefaultValuedParameter<"bool", "false">:$sigma16);
+  let assemblyFormat = [{
+    `<` $operand `,` `parent` `=` $parent `,` `bits` `=` $bits
+    (`,` `sigma16` `=` $sigma16^)? `>`
+  }];
+}
+
+def SageGPU_SharedEncodingAttr : AttrDef<SageGPU_Dialect, "SharedEncoding",
+    [DeclareAttrInterfaceMethods<VerifiableTensorEncoding>]> {
+  let mnemonic = "shared";
+  let summary = "how a tile is laid out in shared memory";
+  let description = [{
+    The byte layout of a tile of `bits`-bit elements in shared memory, with
+    dimension `inner` contiguous, as wgmma's matrix descriptors read it and
+    TMA writes it: `swizzle = 0` is the chunk-major core-matrix layout
+    (`[inner / 16 B][outer][16 B]`); `swizzle = 32, 64, 128` are slabs of that
+    many bytes of the inner dimension in which row r's 16-byte chunk c sits
+    at chunk `c ^ ((r / (128 / S)) % (S / 16))` (for 128: `c ^ (r % 8)`), the
+    TMA swizzle modes of the same names. Its linear layout maps an element
+    offset to (row, col) (sage/Layout/SharedLayouts.h).
+
+    Example: `#sagegpu.shared<swizzle = 128, bits = 8>`.
+  }];
+  let parameters = (ins "unsigned":$swizzle, "unsigned":$bits,
+                        DefaultValuedParameter<"unsigned", "1">:$inner);
+  let assemblyFormat = [{
+    `<` `swizzle` `=` $swizzle `,` `bits` `=` $bits (`,` `inner` `=` $inner^)? `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The element offset -> (row, col) map of a tile of `shape`.
+    ::mlir::sage::layout::LinearLayout
+    toLinearLayout(::llvm::ArrayRef<int64_t> shape) const;
+  }];
+}
+
 #endif // SAGE_DIALECT_SAGEGPU_IR_SAGEGPUATTRS_TD

@@ -28,7 +28,12 @@ def SageGPU_Dialect : Dialect {
     - `#sagegpu.slice`: the `Mx1` / `1xN` statistics of a parent encoding
       (row maxima, sums, scales, LSE, delta);
     - `#sagegpu.mma`: a tensor-core accumulator (mma.sync m16n8, wgmma
-      m64nN per warpgroup), where matmul results stay in registers.
+      m64nN per warpgroup), where matmul results stay in registers;
+    - `#sagegpu.dot_op`: a tensor-core operand in registers (A and B
+      fragments; an 8-bit A may carry the sigma16 contraction permutation).
+
+    `#sagegpu.shared` is the layout of a tile in shared memory (no swizzle or
+    the 32/64/128-byte swizzles that wgmma descriptors and TMA share).
 
     Values change encoding only through `sagegpu.convert_layout`, whose
     lowering picks register moves, warp shuffles or shared memory.
