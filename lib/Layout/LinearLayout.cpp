@@ -32,17 +32,8 @@ const char *mlir::sage::layout::getInDimName(InDim dim) {
 }
 
 int32_t HardwareIndex::operator[](InDim dim) const {
-  switch (dim) {
-  case InDim::Register:
-    return reg;
-  case InDim::Lane:
-    return lane;
-  case InDim::Warp:
-    return warp;
-  case InDim::Offset:
-    break;
-  }
-  llvm_unreachable("a hardware index has no offset");
+  // One statement of which field a dimension names: the mutable accessor's.
+  return const_cast<HardwareIndex &>(*this)[dim];
 }
 
 int32_t &HardwareIndex::operator[](InDim dim) {
