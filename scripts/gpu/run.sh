@@ -10,6 +10,7 @@
 #     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
+#     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     training  bench/training/run.py --suite main (SageBwd vs SDPA pretraining parity; extra
 #               arguments in SAGE_TRAINING_ARGS); training-ablations: --suite ablations
@@ -60,6 +61,8 @@ for stage in "${stages[@]}"; do
       python3 bench/accuracy.py "$OUT/accuracy.json" "$OUT/accuracy.md" 2>&1 ;;
     speed)
       python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" 2>&1 ;;
+    forward-tiles)
+      python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" 2>&1 ;;
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;
