@@ -1,7 +1,7 @@
-//===- BlockedTest.cpp - #sage.blocked and slices as linear layouts -------===//
+//===- BlockedTest.cpp - #sagegpu.blocked and slices as linear layouts -------===//
 //
 // The reference below restates, independently of the library, what today's
-// TileDistribution computes for a `#sage.blocked` tile: per dimension a
+// TileDistribution computes for a `#sagegpu.blocked` tile: per dimension a
 // spread / replicated / whole distribution, slot = k0 * count1 + k1, base
 // position (warp * threads + lane) * size wrapped modulo the extent, and the
 // canonical-owner predicate.
@@ -120,7 +120,7 @@ TEST(Blocked, MatchesTileDistributionOnASweep) {
 }
 
 TEST(Blocked, DocumentedExample) {
-  // #sage.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>, 64 x 64:
+  // #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>, 64 x 64:
   // a warp covers 4 x 32, the program 16 x 32; 4 x 2 repeats.
   LinearLayout l = blocked({64, 64}, {1, 4}, {4, 8}, {4, 1});
   EXPECT_EQ(l.toString(),
@@ -142,7 +142,7 @@ TEST(Blocked, OrderZeroIsTheTransposeOfOrderOne) {
 }
 
 TEST(Slice, RowStatisticsShareTheParentsLayout) {
-  // `#sage.blocked` already gives an Mx1 statistic the same parameters:
+  // `#sagegpu.blocked` already gives an Mx1 statistic the same parameters:
   // slicing the MxN layout must give exactly that layout.
   for (auto t : {std::array<unsigned, 2>{4, 8}, std::array<unsigned, 2>{1, 32},
                  std::array<unsigned, 2>{32, 1}}) {

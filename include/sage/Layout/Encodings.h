@@ -11,7 +11,7 @@
 //     (slots 2i, 2i+1 of a 16-bit fragment are register i; slots 4i..4i+3 of
 //     an 8-bit fragment are register i, byte = slot % 4).
 //   - Lanes are 32 per warp. Warp w of `warpsPerCTA = {wm, wn}` sits at
-//     (w / wn, w % wn): dimension 1 fastest, as `#sage.blocked`.
+//     (w / wn, w % wn): dimension 1 fastest, as `#sagegpu.blocked`.
 //   - Every extent and parameter is a power of two. A factory given
 //     malformed parameters stops with a fatal error: attribute verifiers
 //     check the parameters first.
@@ -37,7 +37,7 @@ inline constexpr unsigned kWarpsPerWarpgroup = 4;
 // Blocked and slice
 //===----------------------------------------------------------------------===//
 
-/// `#sage.blocked<size, threads, warps>` on a `shape` tile, exactly: along
+/// `#sagegpu.blocked<size, threads, warps>` on a `shape` tile, exactly: along
 /// dimension d a thread holds `sizePerThread[d]` consecutive elements, lane l
 /// sits at (l / threads[1], l % threads[1]) in units of sizePerThread, warp w
 /// at (w / warps[1], w % warps[1]) in units of sizePerThread * threads. The
@@ -46,7 +46,7 @@ inline constexpr unsigned kWarpsPerWarpgroup = 4;
 /// TileDistribution: slot = k0 * count1 + k1, where kd is the index of the
 /// held element along d (within-size bits first, then repeats).
 /// `order` (fastest dimension first) generalizes "dimension 1 fastest" for
-/// lanes, warps and register slots; {1, 0} is `#sage.blocked`.
+/// lanes, warps and register slots; {1, 0} is `#sagegpu.blocked`.
 LinearLayout blocked(TileShape shape, std::array<unsigned, 2> sizePerThread,
                      std::array<unsigned, 2> threadsPerWarp,
                      std::array<unsigned, 2> warpsPerCTA,

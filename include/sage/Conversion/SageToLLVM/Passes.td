@@ -8,11 +8,15 @@ include "mlir/Pass/PassBase.td"
 def ConvertSageToLLVM : Pass<"convert-sage-to-llvm", "::mlir::ModuleOp"> {
   let summary = "Lower tiles to per-thread LLVM/NVVM code";
   let description = [{
-    Needs tiles with blocked layouts (`sage-assign-layouts`) and matmuls with
-    a chosen instruction (`sage-select-mma`). Every tile value becomes the
-    scalars the running thread holds; sage ops become NVVM special registers,
-    predicated global loads/stores, warp shuffles, shared-memory exchanges
-    and `mma.sync`; arith/math ops on tiles become the same ops on scalars.
+    Needs tiles with distributed encodings (`sagegpu-assign-layouts`) and
+    matmuls with a chosen instruction (`sage-select-mma`). Every tile value
+    becomes the scalars the running thread holds, as its encoding's linear
+    layout says; sage ops become NVVM special registers, predicated global
+    loads/stores, warp shuffles, shared-memory exchanges and tensor-core
+    instructions whose results stay in the accumulator registers;
+    `sagegpu.convert_layout` becomes register renaming, shuffles or a
+    shared-memory round trip; arith/math ops on tiles become the same ops on
+    scalars.
     `!sage.ptr` becomes `!llvm.ptr<1>`. Each kernel gets the shared-memory
     scratch size it needs as `sage.shared_memory` (bytes).
   }];
