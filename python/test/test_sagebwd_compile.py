@@ -64,9 +64,9 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
         text = sl.trace(KERNELS[name], arg_specs(name, dtype,
                                                  direct_kv=flags.get("direct_kv", False)),
                         constexprs(name, shape, tiles, **flags), arch="sm_90a",
-                        num_warps=tiles.num_warps)
+                        num_warps=tiles.warps(name))
         ptx = library.compile(text, arch="sm_90a")
-        assert f"// sage.kernel name={name} threads={32 * tiles.num_warps}" in ptx
+        assert f"// sage.kernel name={name} threads={32 * tiles.warps(name)}" in ptx
         if not Path(PTXAS).exists():
             continue  # only this step needs the CUDA toolkit
         log, cubin = _ptxas(ptx, tmp_path)

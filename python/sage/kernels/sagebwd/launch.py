@@ -49,20 +49,36 @@ class Shape:
 
 @dataclass(frozen=True)
 class Tiles:
-    """Block sizes (query rows, key rows) and warps per program."""
+    """Block sizes (query rows, key rows) and warps per program.
+
+    Every kernel shares the block sizes (they fix the quantization blocks the
+    pre-pass writes and the other kernels read); ``forward_warps``, when set,
+    launches the forward with its own warp count (:meth:`warps`).
+    """
 
     block_m: int = 64
     block_n: int = 64
     num_warps: int = 4
+    forward_warps: int | None = None
+
+    def warps(self, kernel: str) -> int:
+        """Warps per program of the kernel named ``kernel``."""
+        if kernel == "sagebwd_forward" and self.forward_warps is not None:
+            return self.forward_warps
+        return self.num_warps
 
 
 def default_tiles(d: int) -> Tiles:
     """Block sizes and warps that compile for sm_90a without spills (ptxas -v).
 
-    D=64: 64 x 64 tiles, 8 warps. D=128: 64 x 32, 8 warps (64 x 64 spills in
-    the backward, whose two BLOCK_N x D f32 accumulators stay in registers).
+    D=64: 64 x 64 tiles, 8 warps, and the forward on 4 warps: one warpgroup
+    takes the 64 query rows, so both of its matmuls select wgmma (1.27x the
+    8-warp mma.sync forward on the H100, same blocks hence the same numerics:
+    bench/results/2026-11-23-h100-forward-tiles.md). D=128: 64 x 32, 8 warps
+    (64 x 64 spills in the backward, whose two BLOCK_N x D f32 accumulators
+    stay in registers; a 4-warp forward spills too).
     """
-    return Tiles(64, 64, 8) if d == 64 else Tiles(64, 32, 8)
+    return Tiles(64, 64, 8, forward_warps=4) if d == 64 else Tiles(64, 32, 8)
 
 
 def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:

@@ -134,7 +134,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
         kernel = JIT_KERNELS[name]
         run = kernel.run if device.type == "cuda" else kernel.interpret
         run(all_grids[name],
-            *runtime_args(name, values), num_warps=plan.tiles.num_warps,
+            *runtime_args(name, values), num_warps=plan.tiles.warps(name),
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                          smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
                          store_p_ds=store_p_ds, direct_kv=direct_kv))
