@@ -101,8 +101,8 @@ static FailureOr<MatmulGeometry> getGeometry(Operation *op, Value lhs,
   if (sagegpu::getLinearLayout(result) !=
       expected.toLinearLayout(result.getShape()))
     return op->emitOpError() << "result encoding " << result.getEncoding()
-                             << " is not the accumulator of " << stringifyMmaKind(*kind) << ", "
-                             << expected;
+                             << " is not the accumulator of "
+                             << stringifyMmaKind(*kind) << ", " << expected;
   MatmulGeometry g;
   g.kind = *kind;
   g.m = result.getDimSize(0);
@@ -402,8 +402,8 @@ emitMmaSync(ThreadCoords &c, const MatmulGeometry &g, Type elemType,
     for (auto [t, origin] : llvm::enumerate(origins)) {
       SmallVector<Value, 4> &fa = a[origin.row];
       if (fa.empty()) {
-        Value firstRow = arith::AddIOp::create(b, loc, warpRow,
-                                               c.constant(origin.row));
+        Value firstRow =
+            arith::AddIOp::create(b, loc, warpRow, c.constant(origin.row));
         for (Value word : loadAFragment(c, g, firstRow, ks))
           fa.push_back(asWord(word));
       }

@@ -172,9 +172,8 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
             ? std::string("@$2 red.global.add.f32 [$0], $1;")
             : ("@$2 st.global." + rc.ptxType + " [$0], $1;").str();
     std::string constraints = ("l," + rc.constraint + ",b").str();
-    for (auto [slot, addr, ok, value] :
-         llvm::enumerate(access.addresses, access.inBounds,
-                         adaptor.getValue())) {
+    for (auto [slot, addr, ok, value] : llvm::enumerate(
+             access.addresses, access.inBounds, adaptor.getValue())) {
       if (dist->isSlotCopy(slot))
         continue;
       Value pred = arith::AndIOp::create(rw, loc, ok, owner);

@@ -45,8 +45,7 @@ ThreadCoords::threadOffset(const layout::LinearLayout &l) {
       unsigned d = basis.row != 0 ? 0 : 1;
       unsigned run = 1;
       if (basis[1 - d] == 0 && llvm::isPowerOf2_32(basis[d]))
-        while (bit + run < bases.size() &&
-               bases[bit + run][1 - d] == 0 &&
+        while (bit + run < bases.size() && bases[bit + run][1 - d] == 0 &&
                bases[bit + run][d] == basis[d] << run)
           ++run;
       Value field = arith::AndIOp::create(
@@ -77,9 +76,9 @@ ThreadCoords::positions(const TileDistribution &t) {
   auto at = [&](DenseMap<int32_t, Value> &cache, Value base, int32_t offset) {
     Value &v = cache[offset];
     if (!v)
-      v = offset == 0 ? base
-                      : Value(arith::XOrIOp::create(b, loc, base,
-                                                    constant(offset)));
+      v = offset == 0
+              ? base
+              : Value(arith::XOrIOp::create(b, loc, base, constant(offset)));
     return v;
   };
   SmallVector<std::pair<Value, Value>> out;

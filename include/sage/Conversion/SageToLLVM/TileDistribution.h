@@ -1,4 +1,4 @@
-//===- TileDistribution.h - which thread holds which tile element -*- C++ -*-===//
+//===- TileDistribution.h - who holds which tile element -------*- C++ -*-===//
 //
 // The lowering's view of a tile's encoding: its linear layout (the one
 // definition, sage/Layout), and the instructions that compute, in the

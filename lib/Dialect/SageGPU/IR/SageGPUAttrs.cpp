@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Layout/Encodings.h"
 #include "sage/Layout/SharedLayouts.h"
 
@@ -33,8 +33,7 @@ static layout::TileShape tileShape(ArrayRef<int64_t> shape) {
   return {shape[0], shape[1]};
 }
 
-template <typename T>
-static std::array<unsigned, 2> pair(ArrayRef<T> list) {
+template <typename T> static std::array<unsigned, 2> pair(ArrayRef<T> list) {
   return {unsigned(list[0]), unsigned(list[1])};
 }
 
@@ -89,8 +88,8 @@ BlockedEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 layout::LinearLayout
 BlockedEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
-  return layout::blocked(tileShape(shape), pair(getSize()),
-                         pair(getThreads()), pair(getWarps()));
+  return layout::blocked(tileShape(shape), pair(getSize()), pair(getThreads()),
+                         pair(getWarps()));
 }
 
 LogicalResult BlockedEncodingAttr::verifyEncoding(
@@ -195,9 +194,10 @@ unsigned MmaEncodingAttr::getNumWarps() const {
 // DotOperandEncodingAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult DotOperandEncodingAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, unsigned operand,
-    MmaEncodingAttr parent, unsigned bits, bool sigma16) {
+LogicalResult
+DotOperandEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               unsigned operand, MmaEncodingAttr parent,
+                               unsigned bits, bool sigma16) {
   if (operand > 1)
     return emitError() << "dot operand index must be 0 (A) or 1 (B), got "
                        << operand;
@@ -267,9 +267,8 @@ LogicalResult SharedEncodingAttr::verifyEncoding(
   if (elementType.getIntOrFloatBitWidth() != getBits())
     return emitError() << "a " << getBits() << "-bit shared layout holds "
                        << getBits() << "-bit elements, not " << elementType;
-  std::string why =
-      layout::checkSharedParams(tileShape(shape), getBits(), getSwizzle(),
-                                getInner());
+  std::string why = layout::checkSharedParams(tileShape(shape), getBits(),
+                                              getSwizzle(), getInner());
   if (!why.empty())
     return emitError() << why;
   return success();
@@ -284,7 +283,8 @@ SharedEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
 // Helpers
 //===----------------------------------------------------------------------===//
 
-DistributedEncodingAttrInterface mlir::sagegpu::getDistributedEncoding(Type type) {
+DistributedEncodingAttrInterface
+mlir::sagegpu::getDistributedEncoding(Type type) {
   auto tile = dyn_cast<RankedTensorType>(type);
   if (!tile || tile.getRank() != 2)
     return {};
@@ -302,8 +302,8 @@ std::optional<layout::LinearLayout> mlir::sagegpu::getLinearLayout(Type type) {
   return encoding.toLinearLayout(shape);
 }
 
-BlockedEncodingAttr mlir::sagegpu::getDefaultBlockedEncoding(MLIRContext *ctx,
-                                                             unsigned numWarps) {
+BlockedEncodingAttr
+mlir::sagegpu::getDefaultBlockedEncoding(MLIRContext *ctx, unsigned numWarps) {
   // Four consecutive columns per thread, eight threads across a row: a
   // warp covers 4 x 32 elements, the program's warps stack along rows.
   return BlockedEncodingAttr::get(ctx, {1, 4}, {4, 8}, {numWarps, 1});

@@ -45,8 +45,7 @@ BlockedEncodingAttr getDefaultBlockedEncoding(MLIRContext *ctx,
 /// The accumulator encoding of an `m x n` matmul result computed with `kind`
 /// by `numWarps` warps: how the lowering tiles the instruction over warps.
 MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,
-                                       int64_t m, int64_t n,
-                                       unsigned numWarps);
+                                       int64_t m, int64_t n, unsigned numWarps);
 
 } // namespace mlir::sagegpu
 
