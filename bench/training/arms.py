@@ -8,6 +8,7 @@ arm it is compared with (same seed, QK-norm and tokens per step).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from sage.nn import AttentionOptions, LlamaConfig
@@ -39,7 +40,7 @@ class Arm:
     def describe(self) -> str:
         """A short human label."""
         parts = [self.backend, "QK-norm" if self.qk_norm else "no QK-norm"]
-        if self.backend != "sdpa":
+        if self.backend.startswith("sage"):
             if not self.smooth_k:
                 parts.append("K-smoothing off")
             if self.smooth_q:
@@ -68,6 +69,39 @@ def _arms() -> dict[str, Arm]:
 
 ARMS = _arms()
 
+#: The headline pair's names for any seed, and the noise twin's: SDPA pinned to the
+#: math backend (float32 attention), same seed, data and init as ``sdpa-qknorm-s<seed>``.
+#: Its gap to that arm is what rounding alone does to a run, the null for sage's gap.
+_SEEDED = re.compile(r"(sdpa|sage|sdpamath)-qknorm-s(\d+)")
+
+
+def arm(name: str) -> Arm:
+    """The arm called ``name``: one of :data:`ARMS`, or a headline-pair or twin arm
+    (``sdpa-qknorm-s<N>``, ``sage-qknorm-s<N>``, ``sdpamath-qknorm-s<N>``) for any seed.
+
+    Raises ``KeyError`` for an unknown name.
+    """
+    if name in ARMS:
+        return ARMS[name]
+    match = _SEEDED.fullmatch(name)
+    if not match:
+        raise KeyError(name)
+    kind, seed = match.group(1), int(match.group(2))
+    if kind == "sdpa":
+        return Arm(name, seed=seed)
+    backend = "sage" if kind == "sage" else "sdpa-math"
+    return Arm(name, backend, seed=seed, reference=f"sdpa-qknorm-s{seed}")
+
+
+def seeds_suite(seeds: int, twins: bool = False) -> dict:
+    """The headline comparison over seeds ``0 .. seeds-1``: per seed the SDPA arm, the
+    sage arm and (``twins``) the SDPA math-backend twin, in that order, so that a run
+    cut short by its budget keeps whole pairs of the first seeds. No Table 2."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    kinds = ("sdpa", "sage", "sdpamath") if twins else ("sdpa", "sage")
+    return {"arms": [f"{k}-qknorm-s{s}" for s in range(seeds) for k in kinds], "table2": []}
+
 #: Suites in run order; ``table2`` names the arms whose final checkpoint gets
 #: the Table 2 analysis right after training.
 SUITES: dict[str, dict] = {
@@ -82,6 +116,10 @@ SUITES: dict[str, dict] = {
 SUITES["tiny"] = {"arms": ["sdpa-qknorm-s0", "sage-qknorm-s0"], "table2": ["sage-qknorm-s0"]}
 SUITES["all"] = {"arms": SUITES["main"]["arms"] + SUITES["ablations"]["arms"],
                  "table2": SUITES["main"]["table2"] + SUITES["ablations"]["table2"]}
+#: The headline over seeds (``run.py --suite seeds --seeds N [--twins]``); the
+#: default here is three seeds without twins.
+SUITES["seeds"] = seeds_suite(3)
 
 
-__all__ = ["ARMS", "Arm", "LARGE_BATCH", "MODEL", "SMALL_BATCH", "SUITES"]
+__all__ = ["ARMS", "Arm", "LARGE_BATCH", "MODEL", "SMALL_BATCH", "SUITES", "arm",
+           "seeds_suite"]

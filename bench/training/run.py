@@ -1,7 +1,8 @@
 """Training parity of SageBwd vs full-precision attention: the one command.
 
-    python3 bench/training/run.py OUT_DIR [--suite main|ablations|all]
+    python3 bench/training/run.py OUT_DIR [--suite main|ablations|all|seeds]
         [--tokens auto|N] [--budget-s 540] [--data-dir DIR] [--tokenizer-json PATH]
+        [--seeds N] [--twins] [--workers K]
 
 On the GPU machine it is ``bash scripts/gpu/run.sh training`` (suite
 ``main``) and ``bash scripts/gpu/run.sh training-ablations``, each a single
@@ -24,9 +25,24 @@ device call of under 10 minutes. Steps:
    every arm, ``training.md`` and ``training-curves.png`` (``report.py``), so
    a run cut short keeps what it measured.
 
-``--suite tiny`` runs a two-layer model for a few steps on any machine (CPU
-included: the SageBwd arms then use the interpreter and the float64
-emulation); the CI test calls the same functions.
+``--suite seeds --seeds N`` is the headline comparison alone (SDPA and sage,
+QK-norm, 8,192 tokens per step) over seeds 0..N-1, with ``--twins`` also the
+SDPA math-backend twin of every seed (``arms.seeds_suite``): the gap of the
+twin to its SDPA arm is what rounding alone does to a run, the null against
+which sage's per-seed gaps are read.
+
+``--workers K`` trains up to K arms at once, each in its own process
+(``run.py --arms NAME`` on the data already built): at this model size a step
+is bound by the CPU's kernel launches, not by the GPU, so concurrent arms
+share the GPU at little cost each. An arm's numerics do not depend on K; its
+tokens/s does (it is then not the serial throughput). An arm is started only
+if its projected time fits the budget: the wall time of the last finished arm
+of the same backend and batch, or before any finished, the serial probe rate
+(``--rates``) times K.
+
+``--suite tiny`` (or ``--tiny`` with another suite) runs a two-layer model
+for a few steps on any machine (CPU included: the SageBwd arms then use the
+interpreter and the float64 emulation); the CI test calls the same functions.
 """
 
 from __future__ import annotations
@@ -34,8 +50,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -104,8 +123,9 @@ def on_device(arm: arms_mod.Arm, device: torch.device) -> arms_mod.Arm:
 
 
 def rate_key(arm: arms_mod.Arm) -> str:
-    """The probe timing that stands for ``arm``: backend family and batch size."""
-    return f"{'sdpa' if arm.backend == 'sdpa' else 'sage'}-b{arm.batch_size}"
+    """The probe timing that stands for ``arm``: backend family (the SDPA backends
+    together, the SageBwd ones together) and batch size."""
+    return f"{'sdpa' if arm.backend.startswith('sdpa') else 'sage'}-b{arm.batch_size}"
 
 
 def choose_tokens(model: Any, stream: np.ndarray, device: torch.device, budget_s: float,
@@ -164,18 +184,102 @@ class Results:
             print(f"report failed: {common.error_text(exc)}", flush=True)
 
 
+def suite_of(args: argparse.Namespace) -> dict:
+    """The suite the command line asks for: ``--suite`` (``seeds`` sized by
+    ``--seeds`` and ``--twins``), or the arms of ``--arms``."""
+    suite = dict(arms_mod.seeds_suite(args.seeds, args.twins) if args.suite == "seeds"
+                 else arms_mod.SUITES[args.suite])
+    if args.arms:
+        suite["arms"] = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = []
+        for name in suite["arms"]:
+            try:
+                arms_mod.arm(name)
+            except KeyError:
+                unknown.append(name)
+        if unknown:
+            raise SystemExit(f"unknown arms {unknown}; known: {sorted(arms_mod.ARMS)} and "
+                             f"sdpa-/sage-/sdpamath-qknorm-s<N>")
+    return suite
+
+
+def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results: Results,
+                budget: common.Budget, device: torch.device) -> None:
+    """Trains ``names`` in up to ``args.workers`` concurrent ``run.py --arms NAME``
+    processes (in order: an arm starts when a worker is free and its projected
+    time fits ``budget``) and merges each arm's result into ``results`` as it ends."""
+    work = Path(tempfile.mkdtemp(prefix="sage-training-workers-"))
+    env = dict(os.environ)
+    # Each worker mostly launches kernels from one thread; more intra-op threads
+    # per process would only oversubscribe the CPU that the workers share.
+    env.setdefault("OMP_NUM_THREADS", "2")
+    queue = list(names)
+    running: dict[str, tuple[subprocess.Popen, float, Path]] = {}
+    measured: dict[str, float] = {}
+    while queue or running:
+        while queue and len(running) < args.workers:
+            name = queue.pop(0)
+            arm = on_device(arms_mod.arm(name), device)
+            rate = (args.rates or {}).get(rate_key(arm))
+            projected = measured.get(rate_key(arm)) or (
+                tokens * rate * OVERHEAD * args.workers if rate else 0.0)
+            if projected and not budget.fits(projected):
+                print(f"[{name}] skipped: {projected:.0f} s projected, {budget.left():.0f} s "
+                      f"left", flush=True)
+                results.data["skipped"].append({"arm": name, "projected_s": projected,
+                                                "left_s": budget.left()})
+                results.save()
+                continue
+            out = work / name
+            cmd = [sys.executable, str(Path(__file__).resolve()), str(out), "--suite",
+                   args.suite, "--arms", name, "--tokens", str(tokens), "--data-dir",
+                   str(args.data_dir), "--no-grad-check", "--no-report", "--device",
+                   device.type, "--table2-batch", str(args.table2_batch)]
+            if args.tiny:
+                cmd.append("--tiny")
+            log = (work / f"{name}.log").open("w")
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            log.close()
+            running[name] = (proc, time.monotonic(), out)
+            print(f"[{name}] started (worker pid {proc.pid}; {len(running)} running)",
+                  flush=True)
+        time.sleep(0.5)
+        for name, (proc, started, out) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[name]
+            wall = time.monotonic() - started
+            print((work / f"{name}.log").read_text().rstrip(), flush=True)
+            try:
+                child = json.loads((out / "training.json").read_text())
+                entry = child["arms"][name]
+            except (OSError, KeyError, ValueError) as exc:
+                print(f"[{name}] worker failed (exit {proc.returncode}): "
+                      f"{common.error_text(exc)}", flush=True)
+                results.data.setdefault("failed", []).append(
+                    {"arm": name, "returncode": proc.returncode})
+                results.save()
+                continue
+            entry["wall_s"] = round(wall, 1)
+            results.data["arms"][name] = entry
+            results.data["table2"].update(child.get("table2", {}))
+            key = rate_key(on_device(arms_mod.arm(name), device))
+            measured[key] = max(measured.get(key, 0.0), wall)
+            print(f"[{name}] finished in {wall:.0f} s wall ({len(running)} running, "
+                  f"{budget.left():.0f} s left)", flush=True)
+            results.save()
+            results.report()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def run_suite(args: argparse.Namespace) -> dict:
     """Runs everything the command line asks for; returns the results dict."""
     out_dir: Path = args.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     budget = common.Budget(args.budget_s)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    suite = dict(arms_mod.SUITES[args.suite])
-    if args.arms:
-        suite["arms"] = [a.strip() for a in args.arms.split(",") if a.strip()]
-        unknown = [a for a in suite["arms"] if a not in arms_mod.ARMS]
-        if unknown:
-            raise SystemExit(f"unknown arms {unknown}; known: {sorted(arms_mod.ARMS)}")
+    args.tiny = args.tiny or args.suite == "tiny"
+    suite = suite_of(args)
     check = None
     if device.type == "cuda" and args.grad_check:
         check = grad_check_mod.grad_check()
@@ -191,7 +295,7 @@ def run_suite(args: argparse.Namespace) -> dict:
         shutil.copy(args.data_dir / "tokenizer.json", out_dir / "tokenizer.json")
     model = replace(arms_mod.MODEL, vocab_size=meta["vocab_size"])
     overrides: dict[str, Any] = {}
-    if args.suite == "tiny":
+    if args.tiny:
         model = replace(model, dim=128, n_layers=2, n_heads=2, max_seq_len=64)
         overrides = dict(batch_size=4, evals=2, eval_tokens=64 * 4, final_eval_tokens=64 * 4,
                          eval_batch=4, log_every=1)
@@ -209,10 +313,14 @@ def run_suite(args: argparse.Namespace) -> dict:
         "suite": args.suite, "command": " ".join(sys.argv), "environment": common.environment(),
         "data": meta, "model": model.to_dict(), "tokens": tokens, "token_choice": choice,
         "seconds_per_token": args.rates, "grad_check": check,
+        "workers": args.workers,
     })
     results.save()
+    if args.workers > 1:
+        run_workers(args, suite["arms"], tokens, results, budget, device)
+        suite = dict(suite, arms=[])
     for name in suite["arms"]:
-        arm = on_device(arms_mod.ARMS[name], device)
+        arm = on_device(arms_mod.arm(name), device)
         cfg = train_config(arm, model, tokens, **overrides)
         rate = (args.rates or {}).get(rate_key(arm))
         projected = tokens * rate * OVERHEAD if rate else 0.0
@@ -238,7 +346,7 @@ def run_suite(args: argparse.Namespace) -> dict:
                                   device)
             try:
                 analysis = table2_mod.table2(trained, windows[:, :-1], windows[:, 1:],
-                                             arms_mod.ARMS[name].model(model).attention)
+                                             arms_mod.arm(name).model(model).attention)
                 analysis["seconds"] = round(time.monotonic() - start, 1)
                 results.data["table2"][name] = analysis
                 worst = analysis["layers"][analysis["worst_layer"]]
@@ -252,10 +360,12 @@ def run_suite(args: argparse.Namespace) -> dict:
         del trained
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        results.report()
+        if args.report:
+            results.report()
     results.data["seconds"] = round(budget.elapsed(), 1)
     results.save()
-    results.report()
+    if args.report:
+        results.report()
     return results.data
 
 
@@ -266,6 +376,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--suite", choices=sorted(arms_mod.SUITES), default="main")
     parser.add_argument("--arms", default=None,
                         help="comma-separated arm names to run instead of the suite's")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="with --suite seeds: the headline pair for seeds 0..N-1")
+    parser.add_argument("--twins", action="store_true",
+                        help="with --suite seeds: also each seed's SDPA math-backend twin")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="arms trained at once, each in its own process")
+    parser.add_argument("--tiny", action="store_true",
+                        help="the tiny model and schedule of --suite tiny, with any suite")
     parser.add_argument("--tokens", default="auto",
                         help="token budget per arm, or 'auto' (probe and fit the ablations)")
     parser.add_argument("--budget-s", type=float, default=540,
@@ -285,7 +403,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default=None)
     parser.add_argument("--no-grad-check", dest="grad_check", action="store_false",
                         help="skip the pre-flight gradient check (grad_check.py) on a GPU")
-    return parser.parse_args(argv)
+    parser.add_argument("--no-report", dest="report", action="store_false",
+                        help="write training.json only (the workers of --workers)")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from training import arms, data, report, run, table2  # noqa: E402
 from training.train import Batches, TrainConfig, lr_at, train, val_windows  # noqa: E402
 
-from sage.nn import AttentionOptions, Llama, LlamaConfig  # noqa: E402
+from sage.nn import AttentionOptions, Llama, LlamaConfig, attend  # noqa: E402
 from sage.nn.llama import apply_rope, rope_tables  # noqa: E402
 
 TINY = LlamaConfig(vocab_size=257, dim=128, n_layers=2, n_heads=2, max_seq_len=64)
@@ -162,9 +162,87 @@ def test_run_tiny_suite_writes_results_and_report(corpus, tmp_path):
         "sage-interpret"
     assert "sage-qknorm-s0" in result["table2"]
     md = (out / "training.md").read_text()
-    assert "sage-qknorm-s0: gap" in md and "dS dominates" in md
+    assert "| seed | SDPA | sage | sage gap |" in md and "dS dominates" in md
+    assert "(1 seeds only)" in md  # one seed: the mean-gap bar is never called met
     assert (out / "training-curves.png").stat().st_size > 10_000
     merged = report.merge([result, {"arms": {}, "skipped": [{"arm": "sdpa-qknorm-s0"}]}])
     assert merged["skipped"] == []  # an arm that ran elsewhere is not "skipped"
     assert report.verdict(merged["arms"])["gaps"]["sage-qknorm-s0"] == pytest.approx(
         report.gap(merged["arms"], "sage-qknorm-s0", "sdpa-qknorm-s0"))
+
+
+def test_sdpa_math_backend_matches_sdpa():
+    """The noise twin's attention (SDPA pinned to the math backend) is the same
+    function as the fused SDPA: only the rounding differs."""
+    q, k, v = (torch.randn(2, 64, 2, 32, requires_grad=True) for _ in range(3))
+    outs = [attend(q, k, v, AttentionOptions(b)) for b in ("sdpa", "sdpa-math")]
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-5)
+
+
+def test_seed_arms_and_suite():
+    assert arms.arm("sdpa-qknorm-s0") is arms.ARMS["sdpa-qknorm-s0"]
+    sage7, twin7 = arms.arm("sage-qknorm-s7"), arms.arm("sdpamath-qknorm-s7")
+    assert (sage7.backend, sage7.seed, sage7.reference) == ("sage", 7, "sdpa-qknorm-s7")
+    assert twin7.backend == "sdpa-math" and twin7.qk_norm and twin7.batch_size == arms.SMALL_BATCH
+    assert arms.arm("sdpa-qknorm-s12") == arms.Arm("sdpa-qknorm-s12", seed=12)
+    with pytest.raises(KeyError):
+        arms.arm("sage-noqknorm-s3")
+    assert arms.seeds_suite(2, twins=True)["arms"] == [
+        "sdpa-qknorm-s0", "sage-qknorm-s0", "sdpamath-qknorm-s0",
+        "sdpa-qknorm-s1", "sage-qknorm-s1", "sdpamath-qknorm-s1"]
+    assert run.rate_key(twin7) == "sdpa-b16" and run.rate_key(sage7) == "sage-b16"
+
+
+def _arm(loss: float) -> dict:
+    return {"final_val_loss": loss, "complete": True}
+
+
+def test_verdict_mean_gap_interval_and_twins():
+    base = [2.50, 2.52, 2.48, 2.51]
+    sage_gap = [0.012, -0.004, 0.002, -0.002]   # mean +0.2%
+    twin_gap = [0.008, -0.010, 0.001, 0.003]
+    result = {f"sdpa-qknorm-s{i}": _arm(b) for i, b in enumerate(base)}
+    result.update({f"sage-qknorm-s{i}": _arm(b * (1 + g)) for i, (b, g) in
+                   enumerate(zip(base, sage_gap))})
+    result.update({f"sdpamath-qknorm-s{i}": _arm(b * (1 + g)) for i, (b, g) in
+                   enumerate(zip(base, twin_gap))})
+    result["sage-qknorm-tps64k-s0"] = _arm(9.0)  # not a headline arm
+    v = report.verdict(result)
+    assert list(v["gaps"]) == [f"sage-qknorm-s{i}" for i in range(4)]
+    assert v["mean_gap"] == pytest.approx(0.002) and v["stats"]["n"] == 4
+    lo, hi = v["stats"]["ci95"]
+    sd = float(np.std(sage_gap, ddof=1))
+    assert hi - 0.002 == pytest.approx(3.182 * sd / 2)  # t(3) quantile, se = sd / sqrt(4)
+    assert v["met"] and not v["ci_within"] and not v["every_seed"] and v["within"] == 3
+    assert v["twin"]["mean"] == pytest.approx(0.0005)
+    assert v["sage_minus_twin"]["mean"] == pytest.approx(0.0015)
+    assert v["spread"]["n"] == 4 and v["spread"]["range"] == pytest.approx(0.04)
+    # Two seeds never meet the bar, however close; an invalid arm drops its pair.
+    assert not report.verdict({k: result[k] for k in list(result)[:2] + [
+        "sage-qknorm-s0", "sage-qknorm-s1"]})["met"]
+    assert report.verdict(result, {"sdpa-qknorm-s0": "x"})["stats"]["n"] == 3
+    md = report.markdown({"arms": {k: dict(a, arm={}, config={"tokens_per_step": 8192,
+                                                             "steps": 1})
+                                   for k, a in result.items()}})
+    assert "| seed | SDPA | sage | sage gap | SDPA math twin | twin gap |" in md
+    assert "**met**" in md and "single seeds within 0.5%: 3 of 4" in md
+
+
+def test_seeds_suite_in_concurrent_workers(corpus, tmp_path):
+    """``--suite seeds --workers K`` trains each arm in its own process and merges
+    them into one result (the tiny model on the CPU)."""
+    data_dir = tmp_path / "data"
+    data.build(data_dir, roots={"stdlib": Path(sysconfig.get_paths()["stdlib"])}, max_mb=0.2,
+               val_percent=10, tokenizer="byte", log=False)
+    out = tmp_path / "out"
+    result = run.run_suite(run.parse_args([
+        str(out), "--suite", "seeds", "--seeds", "1", "--twins", "--workers", "3", "--tiny",
+        "--data-dir", str(data_dir), "--device", "cpu", "--tokens", str(2 * 4 * 64)]))
+    assert set(result["arms"]) == {"sdpa-qknorm-s0", "sage-qknorm-s0", "sdpamath-qknorm-s0"}
+    assert all(a["complete"] and a["wall_s"] > 0 for a in result["arms"].values())
+    assert result["arms"]["sdpamath-qknorm-s0"]["config"]["model"]["attention"]["backend"] == \
+        "sdpa-math"
+    assert result["arms"]["sage-qknorm-s0"]["config"]["model"]["dim"] == 128  # --tiny
+    assert result["workers"] == 3 and not result["skipped"] and "failed" not in result
+    md = (out / "training.md").read_text()
+    assert "sdpamath-qknorm-s0" in md and "twin gap" in md

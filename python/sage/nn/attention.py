@@ -6,6 +6,11 @@ projection produces) and returns O in the same layout:
 * ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` in the
   16-bit autocast dtype (the full-precision reference of the training runs;
   float32 when autocast is off);
+* ``"sdpa-math"``: the same call pinned to PyTorch's math backend, which
+  computes in float32 from the 16-bit inputs (unless
+  ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp`` is on): a second
+  full-precision attention that rounds differently from the fused kernel, the
+  "noise twin" that measures how far rounding alone moves a training run;
 * ``"sage"``: :func:`sage.attention` (SageBwd INT8 forward and backward on the
   GPU);
 * ``"sage-interpret"``: the same SageBwd kernels run by the CPU interpreter
@@ -28,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-BACKENDS = ("sdpa", "sage", "sage-interpret", "sage-emulate")
+BACKENDS = ("sdpa", "sdpa-math", "sage", "sage-interpret", "sage-emulate")
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class AttentionOptions:
     """How a model's attention is computed.
 
     ``backend`` is one of :data:`BACKENDS`; ``smooth_k``/``smooth_q`` and
-    ``scales`` are SageBwd's switches (ignored by ``"sdpa"``).
+    ``scales`` are SageBwd's switches (ignored by ``"sdpa"`` and ``"sdpa-math"``).
     """
 
     backend: str = "sdpa"
@@ -128,6 +133,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: Attention
     if options.backend == "sdpa":
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                            v.transpose(1, 2), is_causal=causal)
+        return o.transpose(1, 2)
+    if options.backend == "sdpa-math":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        # Pinning the backend (rather than calling the math function directly)
+        # keeps PyTorch's own dispatch and its float32 upcast of 16-bit inputs.
+        with sdpa_kernel(SDPBackend.MATH):
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                               v.transpose(1, 2), is_causal=causal)
         return o.transpose(1, 2)
     if options.backend == "sage":
         import sage
