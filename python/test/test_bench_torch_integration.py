@@ -1,0 +1,143 @@
+"""CPU tests of bench/torch_integration.py's training check: the learning
+bound, the tracking rule and its failure messages, and the gradient
+perturbation probes (on a tiny transformers model, sage in the interpreter)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from repo_files import load_bench  # noqa: E402
+
+bench = load_bench("torch_integration")
+
+
+def test_bigram_bound_is_the_conditional_entropy_of_successors():
+    # Pairs (1,2), (2,1), (1,3): token 1 has two successors once each (ln 2
+    # nats each), token 2 one (0 nats); mean over the three predictions.
+    assert bench.bigram_bound(torch.tensor([[1, 2, 1, 3]])) == pytest.approx(2 / 3 * math.log(2))
+    # A successor that is always the same is predictable from the current token.
+    assert bench.bigram_bound(torch.tensor([[5, 6, 5, 6], [5, 6, 5, 6]])) == 0.0
+    # Pairs do not cross rows: (4, 7) exists only within the second row.
+    assert bench.bigram_bound(torch.tensor([[7, 4], [4, 7]])) == 0.0
+
+
+def test_the_fixed_training_batch_is_fixed():
+    a, b = bench.train_batch("cpu"), bench.train_batch("cpu")
+    assert a.shape == bench.TRAIN_SHAPE and torch.equal(a, b)
+    assert int(a.max()) < bench.VOCAB
+
+
+def _curve(start: float, end: float, steps: int = 50, wobble: float = 0.0) -> list[float]:
+    return [start + (end - start) * i / (steps - 1) + (wobble if i % 2 else 0.0)
+            for i in range(steps)]
+
+
+def _verdict(sage_wobble=0.02, exact_wobble=0.01, eps=None, bound=1.0, end=0.1, **kwargs):
+    sdpa = _curve(6.0, end)
+    eps = {"sage": 0.04, "MATH": 0.01, "FLASH_ATTENTION": 0.02} if eps is None else eps
+    exact = {"MATH": _curve(6.0, end, wobble=exact_wobble),
+             "FLASH_ATTENTION": _curve(6.0, end, wobble=exact_wobble / 4)}
+    return bench.tracking_verdict(kwargs.get("sage", _curve(6.0, end, wobble=sage_wobble)),
+                                  sdpa, exact, eps, bound)
+
+
+def test_tracking_bar_scales_each_exact_twins_drift_by_the_perturbation_ratio():
+    verdict = _verdict()
+    # MATH: drift 0.01/6, scale 0.04/0.01 = 4; FLASH: 0.0025/6, scale 2.
+    assert verdict["exact_twins"]["MATH"]["scale"] == pytest.approx(4.0)
+    assert verdict["exact_twins"]["FLASH_ATTENTION"]["scale"] == pytest.approx(2.0)
+    assert verdict["bar"] == pytest.approx(0.04 / 6)
+    assert verdict["sage_vs_sdpa_max"] == pytest.approx(0.02 / 6)
+    assert verdict["pass"] and verdict["reasons"] == []
+    # A twin that perturbs more than sage does is not scaled down.
+    assert _verdict(eps={"sage": 0.005, "MATH": 0.01, "FLASH_ATTENTION": 0.02}
+                    )["exact_twins"]["MATH"]["scale"] == 1.0
+
+
+def test_tracking_fails_beyond_the_bar_and_says_by_how_much():
+    verdict = _verdict(sage_wobble=0.05)
+    assert not verdict["pass"]
+    assert verdict["reasons"] == ["drift 0.83% > bar 0.67%"]
+
+
+def test_tracking_fails_a_run_that_does_not_learn():
+    verdict = _verdict(end=2.0, bound=1.0)
+    assert not verdict["pass"]
+    assert verdict["reasons"] == ["does not learn: last losses sage 2.02, SDPA 2, bound 1"]
+
+
+def test_tracking_fails_an_early_drift():
+    sage = _curve(6.0, 0.1)
+    sage[3] += 0.1  # 1.7% of the initial loss within the first 10 steps
+    verdict = _verdict(sage=sage)
+    assert not verdict["pass"]
+    assert "first 10 steps drift 1.67% > 1%" in verdict["reasons"]
+
+
+def test_tracking_needs_a_noise_floor_and_the_perturbations():
+    sdpa = _curve(6.0, 0.1)
+    none = bench.tracking_verdict(sdpa, sdpa, {}, {"sage": 0.01}, 1.0)
+    assert not none["pass"]
+    assert none["reasons"] == ["no exact twin ran: no noise floor to compare with"]
+    same = bench.tracking_verdict(sdpa, sdpa, {"MATH": list(sdpa)},
+                                  {"sage": 0.01, "MATH": 0.001}, 1.0)
+    assert not same["pass"] and same["exact_twins"]["MATH"]["identical_to_sdpa"]
+    assert same["reasons"] == ["every exact twin equals the SDPA twin bit for bit: "
+                               "no noise floor"]
+    unmeasured = bench.tracking_verdict(sdpa, sdpa, {"MATH": _curve(6.0, 0.1, wobble=0.01)},
+                                        {"sage": None, "MATH": None}, 1.0)
+    assert not unmeasured["pass"]
+    assert unmeasured["reasons"] == ["exact twin MATH: no perturbation measured",
+                                     "sage's perturbation was not measured",
+                                     "no exact twin ran: no noise floor to compare with"]
+
+
+def test_mean_perturbation_is_none_if_a_probe_failed():
+    probed = [{"step": 0, "sage": 0.01, "X": "RuntimeError: no kernel"},
+              {"step": 10, "sage": 0.03, "X": 0.5}]
+    assert bench.mean_perturbation(probed, "sage") == pytest.approx(0.02)
+    assert bench.mean_perturbation(probed, "X") is None
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """A tiny Llama on the CPU (sage in the interpreter) and a tiny batch."""
+    from sage.integrations import transformers as sage_hf
+    monkeypatch.setenv("SAGE_INTERPRET", "1")
+    monkeypatch.setattr(bench, "TRAIN_SHAPE", (2, 24))
+    monkeypatch.setattr(bench, "VOCAB", 97)
+    monkeypatch.setattr(bench, "PROBE_EVERY", 2)
+    sage_hf.register()
+
+    def make():
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(
+            vocab_size=97, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+            max_position_embeddings=128, attention_dropout=0.0)
+        return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    return make
+
+
+def test_probes_measure_each_attention_and_leave_the_training_alone(tiny):
+    probes = {"sage": ("sage", None), "MATH": ("sdpa", "MATH"),
+              "EFFICIENT_ATTENTION": ("sdpa", "EFFICIENT_ATTENTION")}
+    plain, none = bench.train(tiny(), 3)
+    model = tiny()
+    probed_losses, probed = bench.train(model, 3, probes=probes)
+    # The probes compute gradients aside (autograd.grad): same losses, bit for bit.
+    assert none == [] and probed_losses == plain
+    assert [p["step"] for p in probed] == [0, 2]
+    assert model.config._attn_implementation == "sdpa"
+    for p in probed:
+        # sage's 8-bit attention perturbs the gradient, a little.
+        assert isinstance(p["sage"], float) and 0 < p["sage"] < 0.1
+        assert isinstance(p["MATH"], float) and p["MATH"] < p["sage"]
+        # The CPU has no efficient-attention kernel: the error, not a number.
+        assert isinstance(p["EFFICIENT_ATTENTION"], str)
+        assert p["EFFICIENT_ATTENTION"].startswith("RuntimeError: ")
