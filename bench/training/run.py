@@ -36,9 +36,9 @@ which sage's per-seed gaps are read.
 is bound by the CPU's kernel launches, not by the GPU, so concurrent arms
 share the GPU at little cost each. An arm's numerics do not depend on K; its
 tokens/s does (it is then not the serial throughput). An arm is started only
-if its projected time fits the budget: the wall time of the last finished arm
+if its projected time fits the budget (the longest wall time of a finished arm
 of the same backend and batch, or before any finished, the serial probe rate
-(``--rates``) times K.
+``--rates`` times K) and its SDPA reference was not skipped.
 
 ``--suite tiny`` (or ``--tiny`` with another suite) runs a two-layer model
 for a few steps on any machine (CPU included: the SageBwd arms then use the
@@ -203,6 +203,12 @@ def suite_of(args: argparse.Namespace) -> dict:
     return suite
 
 
+def _backend_key(arm: arms_mod.Arm) -> str:
+    """What a concurrent arm's measured wall time stands for: its exact backend (the
+    SDPA math twin is slower than SDPA) and batch size."""
+    return f"{arm.backend}-b{arm.batch_size}"
+
+
 def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results: Results,
                 budget: common.Budget, device: torch.device) -> None:
     """Trains ``names`` in up to ``args.workers`` concurrent ``run.py --arms NAME``
@@ -221,11 +227,14 @@ def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results
             name = queue.pop(0)
             arm = on_device(arms_mod.arm(name), device)
             rate = (args.rates or {}).get(rate_key(arm))
-            projected = measured.get(rate_key(arm)) or (
+            projected = measured.get(_backend_key(arm)) or (
                 tokens * rate * OVERHEAD * args.workers if rate else 0.0)
-            if projected and not budget.fits(projected):
-                print(f"[{name}] skipped: {projected:.0f} s projected, {budget.left():.0f} s "
-                      f"left", flush=True)
+            skipped = {s["arm"] for s in results.data["skipped"]}
+            if arm.reference in skipped or (projected and not budget.fits(projected)):
+                # An arm whose reference was skipped could not be compared with anything.
+                why = (f"its reference {arm.reference} was skipped" if arm.reference in skipped
+                       else f"{projected:.0f} s projected, {budget.left():.0f} s left")
+                print(f"[{name}] skipped: {why}", flush=True)
                 results.data["skipped"].append({"arm": name, "projected_s": projected,
                                                 "left_s": budget.left()})
                 results.save()
@@ -263,7 +272,7 @@ def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results
             entry["wall_s"] = round(wall, 1)
             results.data["arms"][name] = entry
             results.data["table2"].update(child.get("table2", {}))
-            key = rate_key(on_device(arms_mod.arm(name), device))
+            key = _backend_key(on_device(arms_mod.arm(name), device))
             measured[key] = max(measured.get(key, 0.0), wall)
             print(f"[{name}] finished in {wall:.0f} s wall ({len(running)} running, "
                   f"{budget.left():.0f} s left)", flush=True)

@@ -246,3 +246,16 @@ def test_seeds_suite_in_concurrent_workers(corpus, tmp_path):
     assert result["workers"] == 3 and not result["skipped"] and "failed" not in result
     md = (out / "training.md").read_text()
     assert "sdpamath-qknorm-s0" in md and "twin gap" in md
+
+
+def test_workers_skip_an_arm_whose_reference_was_skipped(tmp_path):
+    """A sage arm is not trained when its SDPA reference did not fit the budget."""
+    data_dir = tmp_path / "data"
+    data.build(data_dir, roots={"stdlib": Path(sysconfig.get_paths()["stdlib"])}, max_mb=0.05,
+               val_percent=10, tokenizer="byte", log=False)
+    result = run.run_suite(run.parse_args([
+        str(tmp_path / "out"), "--suite", "seeds", "--seeds", "1", "--workers", "2", "--tiny",
+        "--data-dir", str(data_dir), "--device", "cpu", "--tokens", "512", "--budget-s", "60",
+        "--rates", '{"sdpa-b4": 1.0}']))
+    assert result["arms"] == {}
+    assert [s["arm"] for s in result["skipped"]] == ["sdpa-qknorm-s0", "sage-qknorm-s0"]
