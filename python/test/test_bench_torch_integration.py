@@ -26,10 +26,12 @@ def test_bigram_bound_is_the_conditional_entropy_of_successors():
     assert bench.bigram_bound(torch.tensor([[7, 4], [4, 7]])) == 0.0
 
 
-def test_the_fixed_training_batch_is_fixed():
+def test_the_fixed_training_batch_is_fixed(monkeypatch):
     a, b = bench.train_batch("cpu"), bench.train_batch("cpu")
     assert a.shape == bench.TRAIN_SHAPE and torch.equal(a, b)
     assert int(a.max()) < bench.VOCAB
+    monkeypatch.setattr(bench, "SEED", 1)  # --seed: another realisation
+    assert not torch.equal(bench.train_batch("cpu"), a)
 
 
 def _curve(start: float, end: float, steps: int = 50, wobble: float = 0.0) -> list[float]:
