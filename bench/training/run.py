@@ -37,8 +37,10 @@ is bound by the CPU's kernel launches, not by the GPU, so concurrent arms
 share the GPU at little cost each. An arm's numerics do not depend on K; its
 tokens/s does (it is then not the serial throughput). An arm is started only
 if its projected time fits the budget (the longest wall time of a finished arm
-of the same backend and batch, or before any finished, the serial probe rate
-``--rates`` times K) and its SDPA reference was not skipped.
+of the same backend and batch; else a finished arm's wall time scaled by the
+serial probe rates ``--rates``; before any finished, the serial rate times K),
+an SDPA arm only if the arms compared with it fit too, and no arm whose SDPA
+reference was skipped.
 
 ``--suite tiny`` (or ``--tiny`` with another suite) runs a two-layer model
 for a few steps on any machine (CPU included: the SageBwd arms then use the
@@ -221,14 +223,29 @@ def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results
     env.setdefault("OMP_NUM_THREADS", "2")
     queue = list(names)
     running: dict[str, tuple[subprocess.Popen, float, Path]] = {}
-    measured: dict[str, float] = {}
+    measured: dict[str, tuple[float, float | None]] = {}  # key -> (wall s, serial rate)
+
+    def project(arm: arms_mod.Arm) -> float:
+        """Seconds ``arm`` is expected to take among the concurrent arms (0: unknown)."""
+        rate = (args.rates or {}).get(rate_key(arm))
+        if _backend_key(arm) in measured:
+            return measured[_backend_key(arm)][0]
+        # Another backend's wall time scaled by the serial rates carries the
+        # slowdown of sharing the GPU; the serial rate times K is the bound
+        # used before any arm has finished.
+        scaled = [wall * rate / other for wall, other in measured.values() if rate and other]
+        if scaled:
+            return max(scaled)
+        return tokens * rate * OVERHEAD * args.workers if rate else 0.0
+
     while queue or running:
         while queue and len(running) < args.workers:
             name = queue.pop(0)
             arm = on_device(arms_mod.arm(name), device)
-            rate = (args.rates or {}).get(rate_key(arm))
-            projected = measured.get(_backend_key(arm)) or (
-                tokens * rate * OVERHEAD * args.workers if rate else 0.0)
+            # An SDPA arm is only worth training if the arms compared with it fit too.
+            projected = max([project(arm)] + [
+                project(on_device(arms_mod.arm(q), device)) for q in queue
+                if arms_mod.arm(q).reference == name])
             skipped = {s["arm"] for s in results.data["skipped"]}
             if arm.reference in skipped or (projected and not budget.fits(projected)):
                 # An arm whose reference was skipped could not be compared with anything.
@@ -272,8 +289,10 @@ def run_workers(args: argparse.Namespace, names: list[str], tokens: int, results
             entry["wall_s"] = round(wall, 1)
             results.data["arms"][name] = entry
             results.data["table2"].update(child.get("table2", {}))
-            key = _backend_key(on_device(arms_mod.arm(name), device))
-            measured[key] = max(measured.get(key, 0.0), wall)
+            done = on_device(arms_mod.arm(name), device)
+            key = _backend_key(done)
+            measured[key] = (max(measured.get(key, (0.0, None))[0], wall),
+                             (args.rates or {}).get(rate_key(done)))
             print(f"[{name}] finished in {wall:.0f} s wall ({len(running)} running, "
                   f"{budget.left():.0f} s left)", flush=True)
             results.save()

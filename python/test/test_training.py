@@ -248,8 +248,9 @@ def test_seeds_suite_in_concurrent_workers(corpus, tmp_path):
     assert "sdpamath-qknorm-s0" in md and "twin gap" in md
 
 
-def test_workers_skip_an_arm_whose_reference_was_skipped(tmp_path):
-    """A sage arm is not trained when its SDPA reference did not fit the budget."""
+def test_workers_skip_arms_that_could_not_be_compared(tmp_path):
+    """A sage arm is not trained when its SDPA reference did not fit the budget, nor an
+    SDPA arm when its sage arm would not."""
     data_dir = tmp_path / "data"
     data.build(data_dir, roots={"stdlib": Path(sysconfig.get_paths()["stdlib"])}, max_mb=0.05,
                val_percent=10, tokenizer="byte", log=False)
@@ -259,3 +260,9 @@ def test_workers_skip_an_arm_whose_reference_was_skipped(tmp_path):
         "--rates", '{"sdpa-b16": 1.0}']))  # arms keep their batch; --tiny shrinks it
     assert result["arms"] == {}
     assert [s["arm"] for s in result["skipped"]] == ["sdpa-qknorm-s0", "sage-qknorm-s0"]
+    # Nor is an SDPA arm trained when the sage arm compared with it would not fit.
+    result = run.run_suite(run.parse_args([
+        str(tmp_path / "out2"), "--suite", "seeds", "--seeds", "1", "--workers", "2", "--tiny",
+        "--data-dir", str(data_dir), "--device", "cpu", "--tokens", "512", "--budget-s", "60",
+        "--rates", '{"sdpa-b16": 1e-9, "sage-b16": 1.0}']))
+    assert result["arms"] == {} and len(result["skipped"]) == 2
