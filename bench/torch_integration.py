@@ -203,11 +203,12 @@ TRAIN_SHAPE = (4, 256)  # batch, tokens
 SEED = 0
 
 
-def train_batch(device: str | torch.device = DEVICE) -> torch.Tensor:
-    """The fixed training batch: TRAIN_SHAPE uniform random tokens below
-    VOCAB, seeded by SEED (all read at call time, so tests can shrink them)."""
+def train_batch(device: str | torch.device | None = None) -> torch.Tensor:
+    """The fixed training batch on ``device`` (default DEVICE): TRAIN_SHAPE
+    uniform random tokens below VOCAB, seeded by SEED (all read at call
+    time, so the CPU tests can shrink them)."""
     gen = torch.Generator().manual_seed(SEED)
-    return torch.randint(0, VOCAB, TRAIN_SHAPE, generator=gen).to(device)
+    return torch.randint(0, VOCAB, TRAIN_SHAPE, generator=gen).to(device or DEVICE)
 
 
 def bigram_bound(ids: torch.Tensor) -> float:

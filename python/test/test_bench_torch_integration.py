@@ -118,12 +118,17 @@ def tiny(monkeypatch):
 
     def make():
         torch.manual_seed(0)
-        config = transformers.LlamaConfig(
-            vocab_size=97, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-            max_position_embeddings=128, attention_dropout=0.0)
-        return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        return transformers.AutoModelForCausalLM.from_config(_tiny_config("llama"),
+                                                             attn_implementation="sdpa")
     return make
+
+
+def _tiny_config(kind: str):
+    assert kind == "llama"
+    return transformers.LlamaConfig(
+        vocab_size=97, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        max_position_embeddings=128, attention_dropout=0.0)
 
 
 def test_probes_measure_each_attention_and_leave_the_training_alone(tiny):
@@ -143,3 +148,20 @@ def test_probes_measure_each_attention_and_leave_the_training_alone(tiny):
         # The CPU has no efficient-attention kernel: the error, not a number.
         assert isinstance(p["EFFICIENT_ATTENTION"], str)
         assert p["EFFICIENT_ATTENTION"].startswith("RuntimeError: ")
+
+
+def test_the_whole_training_check_on_the_cpu(tiny, monkeypatch):
+    """check_training end to end on a tiny Llama: every twin trains, the
+    efficient backend (absent on the CPU) is recorded as failed with its
+    error, and the verdict is computed from the twins that ran."""
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "hf_config", _tiny_config)
+    result = bench.check_training("llama", 3)
+    assert set(result["curves"]) == {"sage", "sdpa", "MATH", "FLASH_ATTENTION"}
+    assert result["exact_twins_failed"]["EFFICIENT_ATTENTION"].startswith("RuntimeError: ")
+    assert set(result["exact_twins"]) == {"MATH", "FLASH_ATTENTION"}
+    assert result["sdpa_twin_kernels"][0].startswith("unknown (")  # no CUDA profiler here
+    assert all(len(curve) == 3 for curve in result["curves"].values())
+    # Three steps on 48 tokens do not get below the bigram bound: named as such.
+    assert not result["learns"]
+    assert any(r.startswith("does not learn: last losses sage ") for r in result["reasons"])
