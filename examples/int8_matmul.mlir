@@ -4,7 +4,7 @@
 // in 128-wide blocks; each block's product is accumulated in f32.
 //
 // The kernel-argument hints (what the JIT's specialisation adds) prove the
-// 16-byte alignment that lets sage-select-copies stage both operands with
+// 16-byte alignment that lets sagegpu-promote-operands stage both operands with
 // cp.async straight from global to shared memory. Tails in M, N and K are
 // masked by the bounds (cp.async zero-fills what lies past them).
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {

@@ -8,7 +8,7 @@
 //   O  += int8(P~) int8(V) * s_P * s_V, rescaled by exp2(m - m_new)
 //
 // Grid: (ceil(N / 64), batch * heads). Key tails are masked to -inf.
-// The pointers' alignment hints let sage-select-copies stage each K tile
+// The pointers' alignment hints let sagegpu-promote-operands stage each K tile
 // with cp.async (Q is loaded once outside the loop, V is contracted over its
 // rows: both stay register loads).
 module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {

@@ -35,10 +35,14 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
                                          const TargetPipelineOptions &options) {
   buildPreparePipeline(pm, options);
   pm.addPass(createSageSelectMma());
-  SageSelectCopiesOptions copies;
-  copies.ptxVersion = options.ptxVersion;
-  pm.addPass(createSageSelectCopies(copies));
   pm.addPass(sagegpu::createSageGPUAssignLayouts());
+  sagegpu::SageGPUPromoteOperandsOptions promote;
+  promote.ptxVersion = options.ptxVersion;
+  pm.addPass(sagegpu::createSageGPUPromoteOperands(promote));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createSageGPUAllocateSharedMemory());
+  pm.addPass(createSageGPUInsertBarriers());
   pm.addPass(createConvertSageToLLVM());
   pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm
   pm.addPass(createCanonicalizerPass());

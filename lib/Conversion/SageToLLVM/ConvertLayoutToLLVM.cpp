@@ -7,7 +7,8 @@
 //     linear in the reader's lane); when the source slot also depends on
 //     some of the reader's lane bits, one round per value of those bits;
 //   - shared memory: every thread writes the elements it owns to a padded
-//     row-major tile in the scratch buffer and reads back the ones it needs.
+//     row-major tile in the op's scratch and reads back the ones it needs.
+// `sagegpu.trans` is the last case with the reads transposed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,10 +59,15 @@ Value fromWord(OpBuilder &b, Location loc, Value v, Type t) {
   return narrow;
 }
 
+/// Through the scratch at byte `base`: the barriers before the writes
+/// (earlier readers of these bytes) and after the reads are
+/// sagegpu-insert-barriers' to place. With `transpose`, destination
+/// element (r, c) is source element (c, r).
 SmallVector<Value> throughSharedMemory(ThreadCoords &c,
                                        const TileDistribution &src,
                                        const TileDistribution &dst,
-                                       ValueRange in) {
+                                       ValueRange in, int64_t base,
+                                       bool transpose = false) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   RankedTensorType type = src.getType();
@@ -70,9 +76,9 @@ SmallVector<Value> throughSharedMemory(ThreadCoords &c,
   auto address = [&](std::pair<Value, Value> pos) -> Value {
     Value row = arith::MulIOp::create(b, loc, pos.first, c.constant(pitch));
     Value col = arith::MulIOp::create(b, loc, pos.second, c.constant(bytes));
-    return arith::AddIOp::create(b, loc, row, col);
+    return arith::AddIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, row, col), c.constant(base));
   };
-  barrier(b, loc); // the scratch buffer may still be read by an earlier op
   for (auto [slot, pos] : llvm::enumerate(c.positions(src))) {
     // Copies of a slot hold the same value: write it once per thread.
     // Threads holding copies write the same value to the same word.
@@ -80,9 +86,11 @@ SmallVector<Value> throughSharedMemory(ThreadCoords &c,
       continue;
     storeScratch(b, loc, toWord(b, loc, in[slot]), address(pos));
   }
-  barrier(b, loc);
+  barrier(b, loc); // every write lands before any thread reads
   SmallVector<Value> out;
   for (auto pos : c.positions(dst)) {
+    if (transpose)
+      std::swap(pos.first, pos.second);
     Value word = loadScratch(b, loc, b.getI32Type(), address(pos));
     if (elem.isF32())
       word = LLVM::BitcastOp::create(b, loc, elem, word);
@@ -183,7 +191,7 @@ struct ConvertLayoutLowering
     }
     case layout::ConversionKind::SharedMemory: {
       ThreadCoords c(rw, loc);
-      out = throughSharedMemory(c, *src, *dst, in);
+      out = throughSharedMemory(c, *src, *dst, in, getScratchOffset(op));
       break;
     }
     }
@@ -192,11 +200,35 @@ struct ConvertLayoutLowering
   }
 };
 
+struct TransLowering : public OpConversionPattern<sagegpu::TransOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::TransOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    std::optional<TileDistribution> src =
+        TileDistribution::get(op.getSource().getType());
+    std::optional<TileDistribution> dst =
+        TileDistribution::get(op.getResult().getType());
+    if (!src || !dst)
+      return rw.notifyMatchFailure(op, "tile has no distributed layout");
+    ThreadCoords c(rw, op.getLoc());
+    rw.replaceOpWithMultiple(
+        op, {throughSharedMemory(c, *src, *dst, adaptor.getSource(),
+                                 getScratchOffset(op), /*transpose=*/true)});
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::sage::populateConvertLayoutToLLVMPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ConvertLayoutLowering>(converter, patterns.getContext());
+  patterns.add<ConvertLayoutLowering, TransLowering>(converter,
+                                                     patterns.getContext());
+}
+
+int64_t mlir::sage::getTransScratchBytes(Operation *op) {
+  auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+  return type.getDimSize(0) * scratchPitch(type);
 }
 
 int64_t mlir::sage::getConvertLayoutScratchBytes(Operation *op) {

@@ -122,14 +122,6 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
       return rw.notifyMatchFailure(op, "tile has no distributed layout");
     Location loc = op.getLoc();
     Type elem = op.getResult().getType().getElementType();
-    if (op.getCopy()) {
-      // The consuming matmul copies the tile to shared memory itself
-      // (MatmulToNVVM.cpp); these per-thread placeholders are never read.
-      Value unused = LLVM::PoisonOp::create(rw, loc, elem);
-      rw.replaceOpWithMultiple(
-          op, {SmallVector<Value>(dist->getNumElements(), unused)});
-      return success();
-    }
     ElementAccess access = computeAccess(
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
         adaptor.getStrides(), adaptor.getBounds());

@@ -183,11 +183,13 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       };
       Value warpPart = arith::AndIOp::create(rw, loc, coords.warp,
                                              coords.constant(plan->warpMask));
-      Value warpBase =
-          arith::MulIOp::create(rw, loc, warpPart, coords.constant(outBytes));
+      Value warpBase = arith::AddIOp::create(
+          rw, loc,
+          arith::MulIOp::create(rw, loc, warpPart, coords.constant(outBytes)),
+          coords.constant(getScratchOffset(op)));
       // All lanes of the dimension hold the full partial after step 2, so
-      // they store the same value to the same address.
-      barrier(rw, loc);
+      // they store the same value to the same address. The barriers before
+      // the stores and after the loads are sagegpu-insert-barriers'.
       for (auto [j, acc] : llvm::enumerate(partial))
         storeScratch(rw, loc, acc,
                      arith::AddIOp::create(rw, loc, warpBase, byteIndex(j)));
@@ -197,8 +199,9 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
         Value result;
         // Every warp id made of reduced bits only.
         for (int32_t w = plan->warpMask;; w = (w - 1) & plan->warpMask) {
-          Value at = arith::AddIOp::create(rw, loc, index,
-                                           coords.constant(w * outBytes));
+          Value at = arith::AddIOp::create(
+              rw, loc, index,
+              coords.constant(getScratchOffset(op) + w * outBytes));
           Value v = loadScratch(rw, loc, acc.getType(), at);
           result = result ? combine(rw, loc, kind, result, v) : v;
           if (w == 0)
@@ -206,7 +209,6 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
         }
         acc = result;
       }
-      barrier(rw, loc);
     }
 
     // Narrow back; the partials are the result's slots in order.

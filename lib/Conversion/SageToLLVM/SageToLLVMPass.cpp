@@ -1,9 +1,9 @@
 //===- SageToLLVMPass.cpp - drive the tile lowering -----------------------===//
 
+#include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
-#include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -23,32 +23,32 @@ using namespace mlir::sage;
 
 static constexpr unsigned kSharedAddressSpace = 3;
 
-/// Records on each function the scratch bytes its ops need, and declares the
-/// scratch buffer when any does. Fails if a matmul cannot be tiled.
-static LogicalResult planScratch(ModuleOp module) {
-  bool anyScratch = false, ok = true;
-  module.walk([&](func::FuncOp func) {
-    int64_t bytes = 0;
-    func.walk([&](Operation *op) {
-      if (auto reduce = dyn_cast<ReduceOp>(op)) {
-        bytes = std::max(bytes, getReduceScratchBytes(reduce));
-      } else if (isa<sagegpu::ConvertLayoutOp>(op)) {
-        bytes = std::max(bytes, getConvertLayoutScratchBytes(op));
-      } else if (isa<MakeTensorMapOp>(op)) {
-        bytes = std::max(bytes, kTensorMapStagingBytes);
-      } else if (isa<QMatmulOp, MatmulOp>(op)) {
-        int64_t need = getMatmulScratchBytes(op);
-        ok &= need > 0;
-        bytes = std::max(bytes, need);
-      }
-    });
-    if (bytes > 0) {
-      func->setAttr(SageDialect::kSharedMemoryAttrName,
-                    Builder(func).getI64IntegerAttr(bytes));
-      anyScratch = true;
+/// Declares the shared array every kernel addresses when any function has
+/// shared memory (placed by sagegpu-allocate-shared-memory, which recorded
+/// the bytes); fails where an op that needs its placement lacks it or a dot
+/// does not fit its instruction.
+static LogicalResult declareSharedMemory(ModuleOp module) {
+  bool any = false;
+  WalkResult walk = module.walk([&](Operation *op) {
+    if ((isa<func::FuncOp>(op) &&
+         op->hasAttr(SageDialect::kSharedMemoryAttrName)) ||
+        isa<sagegpu::LocalAllocOp>(op))
+      any = true;
+    // A dot that does not fit its instruction is reported once, here,
+    // rather than as a failure to legalize.
+    if (auto dot = dyn_cast<sagegpu::DotOp>(op);
+        dot && failed(getDotShape(dot)))
+      return WalkResult::interrupt();
+    if (getOpScratchBytes(op) && !op->hasAttr(kScratchOffsetAttrName)) {
+      op->emitOpError("needs shared scratch but has no offset (run "
+                      "sagegpu-allocate-shared-memory)");
+      return WalkResult::interrupt();
     }
+    return WalkResult::advance();
   });
-  if (anyScratch && !module.lookupSymbol(kScratchSymbol)) {
+  if (walk.wasInterrupted())
+    return failure();
+  if (any && !module.lookupSymbol(kScratchSymbol)) {
     OpBuilder b(module.getContext());
     b.setInsertionPointToStart(module.getBody());
     LLVM::GlobalOp::create(
@@ -56,7 +56,7 @@ static LogicalResult planScratch(ModuleOp module) {
         /*isConstant=*/false, LLVM::Linkage::External, kScratchSymbol,
         Attribute(), /*alignment=*/kScratchAlignment, kSharedAddressSpace);
   }
-  return success(ok);
+  return success();
 }
 
 /// Kernel-argument hints describe `!sage.ptr` and integer arguments; once the
@@ -80,7 +80,7 @@ struct ConvertSageToLLVMPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    if (failed(planScratch(module)))
+    if (failed(declareSharedMemory(module)))
       return signalPassFailure();
 
     TileTypeConverter converter(ctx);
@@ -92,7 +92,9 @@ struct ConvertSageToLLVMPass
     populateReduceToLLVMPatterns(converter, patterns);
     populateConvertLayoutToLLVMPatterns(converter, patterns);
     populateTensorMapToNVVMPatterns(converter, patterns);
-    populateMatmulToNVVMPatterns(converter, patterns);
+    populateSharedMemoryToLLVMPatterns(converter, patterns);
+    populateMmaSyncToNVVMPatterns(converter, patterns);
+    populateWgmmaToNVVMPatterns(converter, patterns);
     populateScalarMathToNVVMPatterns(patterns);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

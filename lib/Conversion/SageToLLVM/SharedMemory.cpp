@@ -1,6 +1,10 @@
 //===- SharedMemory.cpp - scratch buffer access ---------------------------===//
 
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/Tma.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -29,4 +33,21 @@ void mlir::sage::storeScratch(OpBuilder &b, Location loc, Value value,
 
 void mlir::sage::barrier(OpBuilder &b, Location loc) {
   NVVM::Barrier0Op::create(b, loc);
+}
+
+int64_t mlir::sage::getOpScratchBytes(Operation *op) {
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return getReduceScratchBytes(reduce);
+  if (isa<sagegpu::ConvertLayoutOp>(op))
+    return getConvertLayoutScratchBytes(op);
+  if (isa<sagegpu::TransOp>(op))
+    return getTransScratchBytes(op);
+  if (isa<MakeTensorMapOp>(op))
+    return kTensorMapStagingBytes;
+  return 0;
+}
+
+int64_t mlir::sage::getScratchOffset(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kScratchOffsetAttrName);
+  return attr ? attr.getInt() : 0;
 }

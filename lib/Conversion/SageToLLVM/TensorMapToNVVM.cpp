@@ -7,6 +7,9 @@
 // described as a 3-D tensor of bytes {16, outer, inner / 16}, whose box lands
 // chunk-major in shared memory (see sage.make_tensor_map).
 //
+// sagegpu.tma_load asks the copy engine for a box (thread 0 arms the
+// mbarrier with its bytes and issues it); the mbarrier ops wrap PTX's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
@@ -15,6 +18,7 @@
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -94,7 +98,7 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
         i64Const(kChunkBytes)};
 
     // Warp 0 zeroes the staging bytes, lane 0 fills in every field.
-    Value staging = sharedAddress(rw, loc, c.constant(0));
+    Value staging = sharedAddress(rw, loc, c.constant(getScratchOffset(op)));
     Value warp0 = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq,
                                         c.warp, c.constant(0));
     Value lane0 = arith::AndIOp::create(
@@ -147,73 +151,112 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     inlinePtx(rw, loc, Type(), {mapAddress, warp0},
               "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
               "l,b");
-    barrier(rw, loc); // the staging bytes are scratch again
     rw.replaceOp(op, map);
+    return success();
+  }
+};
+
+Value isThread0(ThreadCoords &c) {
+  return arith::CmpIOp::create(c.b, c.loc, arith::CmpIPredicate::eq, c.tid,
+                               c.constant(0));
+}
+
+/// The shared-window address of a converted `!sagegpu.smem` value.
+Value addressOf(OpBuilder &b, Location loc, Value ptr) {
+  return LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
+}
+
+struct MbarrierInitLowering
+    : public OpConversionPattern<sagegpu::MbarrierInitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::MbarrierInitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    Value first = isThread0(c);
+    inlinePtx(rw, loc, Type(),
+              {addressOf(rw, loc, adaptor.getBarrier()),
+               c.constant(op.getCount()), first},
+              "@$2 mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,b");
+    // The copy engine (async proxy) must see the initialised barrier.
+    inlinePtx(rw, loc, Type(), {first},
+              "@$0 fence.mbarrier_init.release.cluster;", "b");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
+    sagegpu::SharedTileType type = op.getDest().getType();
+    int64_t elemBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+    Value first = isThread0(c);
+    Value bar = addressOf(rw, loc, adaptor.getBarrier());
+    inlinePtx(rw, loc, Type(), {bar, c.constant(type.getSizeInBytes()), first},
+              "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+              "r,r,b");
+    Value chunk = arith::DivUIOp::create(
+        rw, loc,
+        arith::MulIOp::create(rw, loc, adaptor.getInner(),
+                              arith::ConstantOp::create(
+                                  rw, loc, rw.getI64IntegerAttr(elemBytes))),
+        arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(kChunkBytes)));
+    Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getMap());
+    inlinePtx(rw, loc, Type(),
+              {addressOf(rw, loc, adaptor.getDest()), mapAddress, c.constant(0),
+               arith::TruncIOp::create(rw, loc, i32, adaptor.getOuter()),
+               arith::TruncIOp::create(rw, loc, i32, chunk), bar, first},
+              "@$6 cp.async.bulk.tensor.3d.shared::cluster.global.tile."
+              "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
+              "r,l,r,r,r,r,b");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct MbarrierWaitLowering
+    : public OpConversionPattern<sagegpu::MbarrierWaitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::MbarrierWaitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    // The braces scope the label to this instance.
+    inlinePtx(rw, loc, Type(),
+              {addressOf(rw, loc, adaptor.getBarrier()), adaptor.getPhase()},
+              "{\n\t.reg .pred done;\n\tsage_mbarrier_wait:\n\t"
+              "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n\t"
+              "@!done bra sage_mbarrier_wait;\n\t}",
+              "r,r");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct MbarrierInvalLowering
+    : public OpConversionPattern<sagegpu::MbarrierInvalOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::MbarrierInvalOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    inlinePtx(rw, loc, Type(),
+              {addressOf(rw, loc, adaptor.getBarrier()), isThread0(c)},
+              "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
+    rw.eraseOp(op);
     return success();
   }
 };
 
 } // namespace
 
-static Value isThread0(ThreadCoords &c) {
-  return arith::CmpIOp::create(c.b, c.loc, arith::CmpIPredicate::eq, c.tid,
-                               c.constant(0));
-}
-
-void mlir::sage::issueTmaCopies(ThreadCoords &c, int64_t barrierOffset,
-                                ArrayRef<TmaBox> boxes) {
-  OpBuilder &b = c.b;
-  Location loc = c.loc;
-  Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  Value first = isThread0(c);
-  Value bar = sharedAddress(b, loc, c.constant(barrierOffset));
-  int64_t bytes = 0;
-  for (const TmaBox &box : boxes)
-    bytes += box.bytes;
-  inlinePtx(b, loc, Type(), {bar, first},
-            "@$1 mbarrier.init.shared::cta.b64 [$0], 1;", "r,b");
-  // The copy engine (async proxy) must see the initialised barrier.
-  inlinePtx(b, loc, Type(), {first}, "@$0 fence.mbarrier_init.release.cluster;",
-            "b");
-  inlinePtx(b, loc, Type(), {bar, c.constant(bytes), first},
-            "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-            "r,r,b");
-  for (const TmaBox &box : boxes) {
-    Value chunk = arith::DivUIOp::create(
-        b, loc,
-        arith::MulIOp::create(b, loc, box.innerStart,
-                              arith::ConstantOp::create(
-                                  b, loc, b.getI64IntegerAttr(box.elemBytes))),
-        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(kChunkBytes)));
-    Value dst = sharedAddress(b, loc, c.constant(box.dstOffset));
-    Value mapAddress = LLVM::PtrToIntOp::create(b, loc, i64, box.map);
-    inlinePtx(b, loc, Type(),
-              {dst, mapAddress, c.constant(0),
-               arith::TruncIOp::create(b, loc, i32, box.outerStart),
-               arith::TruncIOp::create(b, loc, i32, chunk), bar, first},
-              "@$6 cp.async.bulk.tensor.3d.shared::cluster.global.tile."
-              "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
-              "r,l,r,r,r,r,b");
-  }
-}
-
-void mlir::sage::waitTmaCopies(ThreadCoords &c, int64_t barrierOffset) {
-  Value bar = sharedAddress(c.b, c.loc, c.constant(barrierOffset));
-  // The barrier completes its first phase (parity 0) when the bytes land.
-  inlinePtx(c.b, c.loc, Type(), {bar},
-            "{\n\t.reg .pred done;\n\tsage_tma_wait:\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], 0;\n\t"
-            "@!done bra sage_tma_wait;\n\t}",
-            "r");
-}
-
-void mlir::sage::releaseTmaBarrier(ThreadCoords &c, int64_t barrierOffset) {
-  Value bar = sharedAddress(c.b, c.loc, c.constant(barrierOffset));
-  inlinePtx(c.b, c.loc, Type(), {bar, isThread0(c)},
-            "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
-}
-
 void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                                  RewritePatternSet &patterns) {
-  patterns.add<MakeTensorMapLowering>(converter, patterns.getContext());
+  patterns.add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
+               MbarrierWaitLowering, MbarrierInvalLowering>(
+      converter, patterns.getContext());
 }

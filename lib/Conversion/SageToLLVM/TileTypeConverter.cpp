@@ -2,6 +2,7 @@
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -9,6 +10,7 @@ using namespace mlir;
 using namespace mlir::sage;
 
 static constexpr unsigned kGlobalAddressSpace = 1;
+static constexpr unsigned kSharedAddressSpace = 3;
 
 TileTypeConverter::TileTypeConverter(MLIRContext *ctx) {
   addConversion([](Type type) { return type; });
@@ -18,6 +20,10 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) {
   // A tensor map is the global address of its 128 bytes.
   addConversion([](TensorMapType type) -> Type {
     return LLVM::LLVMPointerType::get(type.getContext(), kGlobalAddressSpace);
+  });
+  // A shared tile is the address of its first byte.
+  addConversion([](sagegpu::SharedTileType type) -> Type {
+    return LLVM::LLVMPointerType::get(type.getContext(), kSharedAddressSpace);
   });
   addConversion(
       [](RankedTensorType type,

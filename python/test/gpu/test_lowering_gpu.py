@@ -120,7 +120,7 @@ def test_half_matmul_matches_float64(load_kernel, record, m, n, form):
     record(f"half_matmul[{form},{m}x{n}] rel_l2", rel)
 
 
-# Each way sage-select-copies can bring the operands to shared memory, and
+# Each way sagegpu-promote-operands can bring the operands to shared memory, and
 # the instruction that shows it was taken.
 COPY_PATHS = {
     "tma-sm_90a": ("sm_90a", None, "cp.async.bulk.tensor.3d"),
@@ -134,7 +134,7 @@ COPY_PATHS = {
 @pytest.mark.parametrize("path", sorted(COPY_PATHS))
 def test_int8_matmul_async_copies_match_reference(load_kernel, record, m, n, k, path):
     """INT8 operands copied global -> shared without registers, as
-    sage-select-copies chose from the kernel's alignment hints: by the copy
+    sagegpu-promote-operands chose from the kernel's alignment hints: by the copy
     engine (TMA, tensor maps built on the device, sm_90a with PTX 8.3) or
     with cp.async, zero-filled past the M, N and K bounds. Every integer
     product is exact, so the only error is the f32 epilogue's rounding (a

@@ -1,6 +1,6 @@
 // sagegpu.convert_layout lowers by what the two linear layouts allow:
 // register renaming, warp shuffles, or a round trip through shared memory.
-// RUN: sage-opt %s --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #pairs = #sagegpu.blocked<size = [2, 2], threads = [8, 4], warps = [4, 1]>
@@ -35,11 +35,12 @@ func.func @shuffle(%a: tensor<64x32xf32, #mma>) -> tensor<64x32xf32, #pairs> {
   return %0 : tensor<64x32xf32, #pairs>
 }
 
-// Rows move between warps: shared memory, bracketed by barriers, with the
-// scratch recorded for the launcher (64 rows x (64 x 4 + 4) bytes).
+// Rows move between warps: shared memory, a barrier between the writes and
+// the reads, the scratch recorded for the launcher (64 rows x (64 x 4 + 4)
+// bytes).
 // CHECK-LABEL: func.func @shared
 // CHECK-SAME: sage.shared_memory = 16640
-// CHECK: nvvm.barrier0
+// CHECK-NOT: nvvm.barrier0
 // CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<3>
 // CHECK: nvvm.barrier0
 // CHECK: llvm.load %{{.*}} : !llvm.ptr<3> -> i32

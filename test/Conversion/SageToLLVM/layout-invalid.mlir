@@ -1,23 +1,14 @@
 // The lowering reads layouts and refuses tiles whose encodings break the
 // contract sagegpu-assign-layouts establishes, with a diagnostic.
-// RUN: sage-opt %s --convert-sage-to-llvm --split-input-file -verify-diagnostics
+// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --split-input-file -verify-diagnostics
 
-#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#split = #sagegpu.mma<mma_sync, warps = [2, 2]>
 module attributes {sage.num_warps = 4 : i32} {
-func.func @not_the_accumulator(%a: tensor<64x64xi8, #blocked>, %s: tensor<1x1xf32, #blocked>) -> tensor<64x64xf32, #blocked> {
-  // expected-error @+1 {{result encoding #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]> is not the accumulator of mma_sync, #sagegpu.mma<mma_sync, warps = [4, 1]>}}
-  %r = sage.qmatmul %a[%s], %a[%s] contract(1, 1) using mma_sync : tensor<64x64xi8, #blocked>, tensor<1x1xf32, #blocked>, tensor<64x64xi8, #blocked>, tensor<1x1xf32, #blocked> -> tensor<64x64xf32, #blocked>
-  return %r : tensor<64x64xf32, #blocked>
-}
-}
-
-// -----
-
-module attributes {sage.num_warps = 4 : i32} {
-func.func @no_encoding(%a: tensor<64x64xi8>, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
-  // expected-error @+1 {{needs its accumulator encoding (run sagegpu-assign-layouts)}}
-  %r = sage.qmatmul %a[%s], %a[%s] contract(1, 1) using mma_sync : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
-  return %r : tensor<64x64xf32>
+func.func @not_the_accumulator(%a: !sagegpu.smem<64x64xi8, #shared>, %z: tensor<64x64xi32, #split>) -> tensor<64x64xi32, #split> {
+  // expected-error @+1 {{result encoding #sagegpu.mma<mma_sync, warps = [2, 2]> is not the accumulator of mma_sync, #sagegpu.mma<mma_sync, warps = [4, 1]>}}
+  %r = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x64xi8, #shared>, !sagegpu.smem<64x64xi8, #shared> -> tensor<64x64xi32, #split>
+  return %r : tensor<64x64xi32, #split>
 }
 }
 

@@ -1,7 +1,7 @@
 // The decomposed INT8 quantizer rounds without the F2I pipe: a clamp to
 // [-127, 127], an add.rn.f32 of 1.5 * 2^23 and the low byte of the sum,
 // taken by an integer `and` that keeps ptxas from converting the float.
-// RUN: sage-opt %s --sage-decompose --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize | FileCheck %s
+// RUN: sage-opt %s --sage-decompose --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @quantize

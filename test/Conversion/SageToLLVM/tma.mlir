@@ -1,10 +1,14 @@
-// sage.make_tensor_map assembles the map in shared memory (warp 0, fields
-// written by lane 0) and publishes it to the program's slot of the global
-// scratch. A matmul whose operands are loaded `via tma` has thread 0 arm an
-// mbarrier for both boxes and issue the copies; everyone waits on it after
-// a barrier, multiplies, and thread 0 invalidates it afterwards.
-// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// sage.make_tensor_map assembles the map in its shared scratch (warp 0,
+// fields written by lane 0) and publishes it to the program's slot of the
+// global scratch. sagegpu.tma_load has thread 0 arm the operand's mbarrier
+// with the box's bytes and issue the copy; after a barrier (the mbarrier's
+// initialisation before anyone waits) every thread waits on it, the wgmma
+// reads the tile, and thread 0 invalidates the mbarrier after a barrier.
+// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#mma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk
 // CHECK-SAME: %[[SCRATCH:[a-z0-9]+]]: !llvm.ptr<1>)
@@ -20,21 +24,31 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 1, $1;"
 // CHECK: "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;"
 // CHECK: "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"
-// CHECK: nvvm.barrier0
+// Both maps are warp 0's alone: no barrier between them.
+// CHECK-NOT: nvvm.barrier0
 // CHECK: %[[MAP_A:.*]] = llvm.getelementptr %[[SCRATCH]]
 // CHECK: tensormap.cp_fenceproxy
-// CHECK: "@$1 mbarrier.init.shared::cta.b64 [$0], 1;"
+// CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;"
 // CHECK: "@$0 fence.mbarrier_init.release.cluster;"
-// CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
-// CHECK-COUNT-2: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];
+// The box lands where the maps were assembled: a barrier first.
 // CHECK: nvvm.barrier0
-// CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], 0;
+// CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
+// CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];
+// Thread 0 sets up the second mbarrier right after the first.
+// CHECK-NOT: nvvm.barrier0
+// CHECK: mbarrier.init
+// CHECK: cp.async.bulk.tensor.3d
+// CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
+// Every thread passes the second initialisation before waiting on it.
+// CHECK: nvvm.barrier0
+// CHECK: mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async
+// CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
 // CHECK: nvvm.barrier0
 // CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
-func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %s: tensor<1x1xf32>,
-              %scratch: !sage.ptr<i8>) -> tensor<64x64xf32>
+func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi32, #mma>,
+              %scratch: !sage.ptr<i8>) -> tensor<64x64xi32, #mma>
     attributes {sage.global_scratch = 256 : i64} {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
@@ -42,10 +56,21 @@ func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %s: tensor<1x1xf32>
   %ma = sage.make_tensor_map %a strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
   %row = sage.program_id 0
   %r = arith.extsi %row : i32 to i64
-  %at = sage.load %a[%r, %c0] strides [%n, %c1] bounds [%n, %n] via tma map %ma : !sage.ptr<i8> -> tensor<64x128xi8>
-  %bt = sage.load %b[%c0, %c0] strides [%n, %c1] bounds [%n, %n] via tma map %mb : !sage.ptr<i8> -> tensor<64x128xi8>
-  %p = sage.qmatmul %at[%s], %bt[%s] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
-  return %p : tensor<64x64xf32>
+  %at = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+  %abar = sagegpu.local_alloc !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %abar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.tma_load %ma[%r, %c0], %abar into %at : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #shared>
+  %bt = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+  %bbar = sagegpu.local_alloc !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %bbar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.tma_load %mb[%c0, %c0], %bbar into %bt : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #shared>
+  %phase = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %abar, %phase : !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_wait %bbar, %phase : !sagegpu.smem<1xi64>
+  %p = sagegpu.dot %at, %bt, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  sagegpu.mbarrier_inval %abar : !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_inval %bbar : !sagegpu.smem<1xi64>
+  return %p : tensor<64x64xi32, #mma>
 }
 }
 

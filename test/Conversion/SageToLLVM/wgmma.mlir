@@ -1,8 +1,9 @@
-// On sm_90a, matmuls selected for wgmma stage their operands chunk-major
-// (16 bytes of K of every row together, the layout a TMA box lands in) and
-// issue warpgroup MMAs from shared-memory descriptors.
-// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
-// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
+// sagegpu.dot on wgmma (sm_90a): shared operands in the unswizzled K-major
+// core-matrix layout (16 bytes of K of every row together, where a TMA box
+// lands) are read through matrix descriptors; the barrier after the
+// generic-proxy stores fences them for the async proxy.
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk
@@ -10,7 +11,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // 1024 B (64 << 16), stride offset (8-row groups) 128 B (8 << 32).
 // CHECK: arith.constant 34363932672 : i64
 // The async proxy must see the generic-proxy stores before the barrier.
-// CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<3>
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<4xi8>, !llvm.ptr<3>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.barrier0
 // CHECK: nvvm.wgmma.fence.aligned
@@ -33,11 +34,12 @@ func.func @dp(%do: tensor<128x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<128x64
   return %dp : tensor<128x64xf32>
 }
 
-// With A in registers (wgmma_reg_a), A goes through padded rows of shared
-// memory into each warp's fragments (16 rows, the mma.sync A layout), all
-// loaded before the wgmma fence; B still comes from its descriptor.
+// With A in registers (wgmma_reg_a), a blocked A goes through a shared tile
+// into each warp's fragments (local_load into #dot_op: one 32-bit word per
+// fragment register), all loaded before the wgmma fence; B still comes from
+// its descriptor.
 // CHECK-LABEL: func.func @pv
-// CHECK-COUNT-16: llvm.load %{{.*}} : !llvm.ptr<3> -> i32
+// CHECK-COUNT-16: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> vector<4xi8>
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $69, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {$0, $1, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p;\0A}", "=r,{{.*}},=r,0,1,{{.*}},31,r,r,r,r,l,r"
 // CHECK-COUNT-3: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8

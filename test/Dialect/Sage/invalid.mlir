@@ -549,36 +549,3 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.glo
   %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[1] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
-
-// -----
-
-func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
-  %c0 = arith.constant 0 : i64
-  %c1 = arith.constant 1 : i64
-  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
-  // expected-error @+1 {{a tensor map goes with 'via tma' and only there}}
-  %t = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %n] via cp_async map %m : !sage.ptr<i8> -> tensor<64x64xi8>
-  return
-}
-
-// -----
-
-func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
-  %c0 = arith.constant 0 : i64
-  %c1 = arith.constant 1 : i64
-  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
-  // expected-error @+1 {{reads a view other than its tensor map's}}
-  %t = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %c1] via tma map %m : !sage.ptr<i8> -> tensor<64x64xi8>
-  return
-}
-
-// -----
-
-func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
-  %c0 = arith.constant 0 : i64
-  %c1 = arith.constant 1 : i64
-  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
-  // expected-error @+1 {{tile 32x64 differs from the tensor map's box 64x64}}
-  %t = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %n] via tma map %m : !sage.ptr<i8> -> tensor<32x64xi8>
-  return
-}

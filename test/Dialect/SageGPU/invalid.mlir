@@ -98,24 +98,123 @@ func.func @f(%a: tensor<64x64xf16, #sagegpu.dot_op<0, parent = #sagegpu.mma<mma_
 // -----
 
 // expected-error @+1 {{shared swizzle must be 0, 32, 64 or 128 bytes, got 16}}
-func.func @f(%a: tensor<64x64xi8, #sagegpu.shared<swizzle = 16, bits = 8>>) { return }
+func.func @f(%a: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 16, bits = 8>>) { return }
 
 // -----
 
 // expected-error @+1 {{shared tiles hold 8-, 16- or 32-bit elements, got 4}}
-func.func @f(%a: tensor<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 4>>) { return }
+func.func @f(%a: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 4>>) { return }
 
 // -----
 
 // expected-error @+1 {{the contiguous dimension must be 0 or 1, got 2}}
-func.func @f(%a: tensor<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8, inner = 2>>) { return }
+func.func @f(%a: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8, inner = 2>>) { return }
 
 // -----
 
 // expected-error @+1 {{a 16-bit shared layout holds 16-bit elements, not 'i8'}}
-func.func @f(%a: tensor<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 16>>) { return }
+func.func @f(%a: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 16>>) { return }
 
 // -----
 
 // expected-error @+1 {{the inner dimension must span whole swizzle widths}}
-func.func @f(%a: tensor<64x32xi8, #sagegpu.shared<swizzle = 128, bits = 8>>) { return }
+func.func @f(%a: !sagegpu.smem<64x32xi8, #sagegpu.shared<swizzle = 128, bits = 8>>) { return }
+
+// -----
+
+// expected-error @+1 {{a shared buffer without encoding holds mbarriers: rank 1 and i64}}
+func.func @f(%a: !sagegpu.smem<2xi32>) { return }
+
+// -----
+
+// expected-error @+1 {{shared tiles take a #sagegpu.shared encoding, not #sagegpu.blocked}}
+func.func @f(%a: !sagegpu.smem<64x64xi8, #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>>) { return }
+
+// -----
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+func.func @f(%t: tensor<64x32xi8, #blocked>) {
+  // expected-error @+1 {{moves a 'tensor<64x32xi8, #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>>' tile to or from a shared tile of another shape or element type}}
+  %s = sagegpu.local_alloc %t : tensor<64x32xi8, #blocked> -> !sagegpu.smem<64x64xi8, #shared>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+func.func @f(%s: !sagegpu.smem<64x64xi8, #shared>) {
+  // expected-error @+1 {{needs the register tile's distributed encoding}}
+  %t = sagegpu.local_load %s : !sagegpu.smem<64x64xi8, #shared> -> tensor<64x64xi8>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+func.func @f(%p: !sage.ptr<f16>, %s: !sagegpu.smem<64x64xi8, #shared>, %i: i64) {
+  // expected-error @+1 {{copies 'f16' elements into a tile of 'i8'}}
+  sagegpu.async_copy %p[%i, %i] strides [%i, %i] bounds [%i, %i] into %s : !sage.ptr<f16> -> !sagegpu.smem<64x64xi8, #shared>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#kmajor0 = #sagegpu.shared<swizzle = 0, bits = 8, inner = 0>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #kmajor0>, %b: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{reads shared operands K-major: the lhs encoding's contiguous dimension must be the contracted one}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #kmajor0>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x64xi8, #shared>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{contracts 128 against 64 elements}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x64xi8, #shared> -> tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xf32, #mma>) {
+  // expected-error @+1 {{accumulates i8 in i32 and f16/bf16 in f32, not 'i8' in 'f32'}}
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xf32, #mma>
+  return
+}
+
+// -----
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: tensor<64x128xi8, #blocked>, %b: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{takes a register lhs only as an [M, K] tile in the #sagegpu.dot_op A encoding}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : tensor<64x128xi8, #blocked>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #blocked>) {
+  // expected-error @+1 {{result must carry an #sagegpu.mma accumulator encoding}}
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #blocked>
+  return
+}
+
+// -----
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+func.func @f(%a: tensor<64x1xf32, #blocked>) {
+  // expected-error @+1 {{is not the transpose of}}
+  %t = sagegpu.trans %a : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #blocked>
+  return
+}

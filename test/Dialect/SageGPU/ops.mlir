@@ -50,3 +50,43 @@ func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bit
                     %t: tensor<128x64xf16, #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>>) {
   return
 }
+
+// Shared memory and the tensor-core op print and parse back unchanged.
+// CHECK-LABEL: func.func @shared_memory
+// CHECK: %[[A:.*]] = sagegpu.local_alloc %{{.*}} : tensor<64x128xi8, #[[$BLOCKED]]> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #{{.*}}>
+// CHECK: %[[B:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #{{.*}}>
+// CHECK: sagegpu.async_copy %{{.*}}[%{{.*}}, %{{.*}}] strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] into %[[B]] : !sage.ptr<i8> -> !sagegpu.smem<64x128xi8, #{{.*}}>
+// CHECK: sagegpu.async_commit_group
+// CHECK: sagegpu.async_wait 0
+// CHECK: %[[BAR:.*]] = sagegpu.local_alloc !sagegpu.smem<1xi64>
+// CHECK: sagegpu.mbarrier_init %[[BAR]], 1 : !sagegpu.smem<1xi64>
+// CHECK: sagegpu.tma_load %{{.*}}[%{{.*}}, %{{.*}}], %[[BAR]] into %[[B]]
+// CHECK: sagegpu.mbarrier_wait %[[BAR]], %{{.*}} : !sagegpu.smem<1xi64>
+// CHECK: sagegpu.mbarrier_inval %[[BAR]]
+// CHECK: sagegpu.barrier {fence_async}
+// CHECK: sagegpu.dot %[[A]], %[[B]], %{{.*}} contract(1, 1) : !sagegpu.smem<64x128xi8, #{{.*}}>, !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x64xi32, #[[$MMA]]>
+// CHECK: sagegpu.local_load %[[A]] : !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x128xi8, #[[$BLOCKED]]>
+// CHECK: sagegpu.local_store %{{.*}}, %[[A]] : tensor<64x128xi8, #[[$BLOCKED]]> -> !sagegpu.smem<64x128xi8, #{{.*}}>
+// CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #[[$BLOCKED]]> -> tensor<1x64xf32, #[[$BLOCKED]]>
+#kmajor = #sagegpu.shared<swizzle = 0, bits = 8>
+func.func @shared_memory(%t: tensor<64x128xi8, #blocked>, %p: !sage.ptr<i8>, %i: i64,
+                         %map: !sage.tensor_map, %z: tensor<64x64xi32, #mma>,
+                         %s: tensor<64x1xf32, #blocked>) {
+  %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #kmajor>
+  %b = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #kmajor>
+  sagegpu.async_copy %p[%i, %i] strides [%i, %i] bounds [%i, %i] into %b : !sage.ptr<i8> -> !sagegpu.smem<64x128xi8, #kmajor>
+  sagegpu.async_commit_group
+  sagegpu.async_wait 0
+  %bar = sagegpu.local_alloc !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %bar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.tma_load %map[%i, %i], %bar into %b : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #kmajor>
+  %phase = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
+  sagegpu.barrier {fence_async}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #kmajor>, !sagegpu.smem<64x128xi8, #kmajor> -> tensor<64x64xi32, #mma>
+  %r = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #kmajor> -> tensor<64x128xi8, #blocked>
+  sagegpu.local_store %r, %a : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #kmajor>
+  %st = sagegpu.trans %s : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #blocked>
+  return
+}

@@ -26,6 +26,41 @@ def ConvertSageToLLVM : Pass<"convert-sage-to-llvm", "::mlir::ModuleOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def SageGPUAllocateSharedMemory
+    : Pass<"sagegpu-allocate-shared-memory", "::mlir::ModuleOp"> {
+  let summary = "Place shared-memory tiles and op scratch by liveness";
+  let description = [{
+    Every `sagegpu.local_alloc` lives from itself to the end of its last use
+    (a use inside a loop or branch keeps it live across that whole op); ops
+    that exchange data between threads through shared memory (cross-warp
+    reductions, layout conversions and transposes that need it, tensor-map
+    assembly) need their scratch only while they run. Buffers whose live
+    ranges overlap get disjoint bytes (largest first, first fit, 128-byte
+    aligned; 1024 for 128-byte swizzles), others share. The pass writes each
+    alloc's `offset`, each op's `sagegpu.scratch_offset` and the kernel's
+    total as `sage.shared_memory` (bytes), which the launcher requests.
+  }];
+  let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
+}
+
+def SageGPUInsertBarriers : Pass<"sagegpu-insert-barriers", "::mlir::ModuleOp"> {
+  let summary = "Insert the barriers that shared-memory accesses need";
+  let description = [{
+    Runs after `sagegpu-allocate-shared-memory`, on byte ranges. Walking the
+    program in order (loops twice, so that the end of an iteration meets the
+    start of the next; branches merged), it keeps the accesses made since
+    the last barrier and inserts a `sagegpu.barrier` before an op whose
+    access overlaps one of them where either writes: the threads that wrote
+    must be done before others read, and readers before the bytes are
+    reused. A barrier after generic-proxy writes (stores, cp.async) to
+    bytes that a wgmma reads through the async proxy carries `fence_async`. TMA
+    writes complete through their mbarrier, which readers wait on, so only
+    their overlap with earlier accesses counts. Ops keep the barriers inside
+    their own lowering (between a reduction's write and read phases).
+  }];
+  let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
+}
+
 def SageFinalizeKernels : Pass<"sage-finalize-kernels", "::mlir::ModuleOp"> {
   let summary = "Mark lowered sage kernels as NVVM kernels";
   let description = [{

@@ -1,5 +1,4 @@
-//===- Patterns.h - sage -> LLVM/NVVM pattern entry points -------*- C++
-//-*-===//
+//===- Patterns.h - sage -> LLVM/NVVM pattern entry points ----*- C++ -*-===//
 //
 // One populate function per op family, each defined in its own file under
 // lib/Conversion/SageToLLVM/. Tiles convert 1:N: a tile value becomes the
@@ -37,10 +36,17 @@ void populateReduceToLLVMPatterns(const TypeConverter &converter,
 /// make_tensor_map: the tensor map built on the device.
 void populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
-/// qmatmul and matmul through mma.sync or wgmma, results in the
+/// Shared-memory tiles: local_alloc/load/store, cp.async copies and their
+/// groups, mbarriers, TMA loads, barriers, and trans (through scratch).
+void populateSharedMemoryToLLVMPatterns(const TypeConverter &converter,
+                                        RewritePatternSet &patterns);
+/// sagegpu.dot on mma.sync: fragments from shared memory, results in the
 /// accumulator's registers.
-void populateMatmulToNVVMPatterns(const TypeConverter &converter,
-                                  RewritePatternSet &patterns);
+void populateMmaSyncToNVVMPatterns(const TypeConverter &converter,
+                                   RewritePatternSet &patterns);
+/// sagegpu.dot on wgmma: shared-memory descriptors or register A.
+void populateWgmmaToNVVMPatterns(const TypeConverter &converter,
+                                 RewritePatternSet &patterns);
 /// sagegpu.convert_layout: register renaming, warp shuffles or a round trip
 /// through shared memory, as the two linear layouts allow.
 void populateConvertLayoutToLLVMPatterns(const TypeConverter &converter,
@@ -57,12 +63,10 @@ bool isSupportedScalarMath(Operation *op);
 void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
 
 class ReduceOp;
-class QMatmulOp;
-class MatmulOp;
 
-/// Bytes of the shared-memory scratch buffer each op needs while it runs.
+/// Bytes of shared scratch each op needs while it runs.
 int64_t getReduceScratchBytes(ReduceOp op);
-int64_t getMatmulScratchBytes(Operation *matmul);
+int64_t getTransScratchBytes(Operation *op);
 
 } // namespace mlir::sage
 

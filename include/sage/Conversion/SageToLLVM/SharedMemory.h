@@ -1,9 +1,13 @@
-//===- SharedMemory.h - the program's shared-memory scratch -----*- C++ -*-===//
+//===- SharedMemory.h - the program's shared memory -------------*- C++ -*-===//
 //
-// Ops that exchange data between threads (reductions across warps, matmul
-// operand staging) use one dynamic shared-memory buffer, `@sage_scratch`,
-// from offset 0, bracketed by barriers. Its size is the maximum over the
-// kernel's ops and is recorded on the kernel for the launcher.
+// A program has one dynamic shared-memory array, `@sage_scratch`. The IR
+// names its parts: `!sagegpu.smem` tiles (`sagegpu.local_alloc`) and the
+// op-scoped scratch of ops that exchange data between threads (reductions
+// across warps, layout conversions and transposes through shared memory,
+// tensor-map assembly). `sagegpu-allocate-shared-memory` places both from
+// their liveness and records the total on the kernel for the launcher;
+// `sagegpu-insert-barriers` orders the accesses. The lowerings here only
+// read the offsets.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +17,15 @@
 #include "mlir/IR/Builders.h"
 
 namespace mlir::sage {
+
+/// Byte offset of an op's scratch area, set by the allocation pass.
+inline constexpr llvm::StringLiteral kScratchOffsetAttrName =
+    "sagegpu.scratch_offset";
+
+/// Bytes of op-scoped shared scratch `op` needs while it runs (0: none).
+int64_t getOpScratchBytes(Operation *op);
+/// The allocated offset of `op`'s scratch (its kScratchOffsetAttrName).
+int64_t getScratchOffset(Operation *op);
 
 /// Name of the extern shared array every kernel addresses.
 inline constexpr llvm::StringLiteral kScratchSymbol = "sage_scratch";

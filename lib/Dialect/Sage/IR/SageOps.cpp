@@ -77,25 +77,8 @@ static LogicalResult verifyTileAccess(Operation *op, PtrType ptr,
 }
 
 LogicalResult LoadOp::verify() {
-  if (failed(verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
-                              getOffsets(), getStrides(), getBounds())))
-    return failure();
-  bool viaTma = getCopy() == CopyKind::Tma;
-  if (viaTma != static_cast<bool>(getMap()))
-    return emitOpError() << "a tensor map goes with 'via tma' and only there";
-  auto make = getMap() ? getMap().getDefiningOp<MakeTensorMapOp>() : nullptr;
-  if (!make)
-    return success();
-  // The map must describe this very view, box for tile.
-  if (make.getPtr() != getPtr() || make.getStrides() != getStrides() ||
-      make.getBounds() != getBounds())
-    return emitOpError() << "reads a view other than its tensor map's";
-  if (make.getBox() != getResult().getType().getShape())
-    return emitOpError() << "tile "
-                         << shapeStr(getResult().getType().getShape())
-                         << " differs from the tensor map's box "
-                         << shapeStr(make.getBox());
-  return success();
+  return verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
+                          getOffsets(), getStrides(), getBounds());
 }
 
 bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,

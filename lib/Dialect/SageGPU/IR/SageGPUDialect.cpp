@@ -37,4 +37,5 @@ void SageGPUDialect::initialize() {
 #include "sage/Dialect/SageGPU/IR/SageGPUOps.cpp.inc"
       >();
   registerAttributes();
+  registerTypes();
 }

@@ -30,3 +30,127 @@ OpFoldResult ConvertLayoutOp::fold(FoldAdaptor) {
   }
   return {};
 }
+
+//===----------------------------------------------------------------------===//
+// Shared memory
+//===----------------------------------------------------------------------===//
+
+/// A register tile and a shared tile hold the same elements.
+static LogicalResult verifySameTile(Operation *op, RankedTensorType tile,
+                                    SharedTileType shared) {
+  if (tile.getShape() != shared.getShape() ||
+      tile.getElementType() != shared.getElementType())
+    return op->emitOpError()
+           << "moves a " << tile << " tile to or from a shared tile of another "
+           << "shape or element type, " << shared;
+  if (!getDistributedEncoding(tile))
+    return op->emitOpError()
+           << "needs the register tile's distributed encoding, got " << tile;
+  return success();
+}
+
+LogicalResult LocalAllocOp::verify() {
+  SharedTileType type = getResult().getType();
+  if (getInit()) {
+    if (type.isMbarrier())
+      return emitOpError("cannot initialise mbarriers from registers");
+    return verifySameTile(*this, getInit().getType(), type);
+  }
+  return success();
+}
+
+LogicalResult LocalLoadOp::verify() {
+  return verifySameTile(*this, getResult().getType(), getSource().getType());
+}
+
+LogicalResult LocalStoreOp::verify() {
+  return verifySameTile(*this, getValue().getType(), getDest().getType());
+}
+
+LogicalResult AsyncCopyOp::verify() {
+  if (getOffsets().size() != 2 || getStrides().size() != 2 ||
+      getBounds().size() != 2)
+    return emitOpError("takes two offsets, strides and bounds (a 2-D view)");
+  auto ptr = cast<sage::PtrType>(getPtr().getType());
+  if (ptr.getPointeeType() != getDest().getType().getElementType())
+    return emitOpError() << "copies " << ptr.getPointeeType()
+                         << " elements into a tile of "
+                         << getDest().getType().getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores and tile plumbing
+//===----------------------------------------------------------------------===//
+
+sage::MmaKind DotOp::getMmaKind() {
+  auto mma = cast<MmaEncodingAttr>(getResult().getType().getEncoding());
+  if (mma.getKind() == sage::MmaKind::MmaSync)
+    return sage::MmaKind::MmaSync;
+  return isa<SharedTileType>(getLhs().getType()) ? sage::MmaKind::Wgmma
+                                                 : sage::MmaKind::WgmmaRegA;
+}
+
+LogicalResult DotOp::verify() {
+  Type lhsType = getLhs().getType();
+  SharedTileType rhs = getRhs().getType();
+  RankedTensorType result = getResult().getType();
+  unsigned lc = getLhsContractDim(), rc = getRhsContractDim();
+  if (lc > 1 || rc > 1)
+    return emitOpError("contracts dimension 0 or 1 of each operand");
+  ArrayRef<int64_t> lhsShape;
+  Type lhsElem;
+  if (auto shared = dyn_cast<SharedTileType>(lhsType)) {
+    if (shared.isMbarrier())
+      return emitOpError("takes tiles, not mbarriers");
+    lhsShape = shared.getShape();
+    lhsElem = shared.getElementType();
+    if (cast<SharedEncodingAttr>(shared.getEncoding()).getInner() != lc)
+      return emitOpError("reads shared operands K-major: the lhs encoding's "
+                         "contiguous dimension must be the contracted one");
+  } else if (auto tile = dyn_cast<RankedTensorType>(lhsType)) {
+    auto dotOp = dyn_cast_or_null<DotOperandEncodingAttr>(tile.getEncoding());
+    if (!dotOp || dotOp.getOperand() != 0 || lc != 1)
+      return emitOpError() << "takes a register lhs only as an [M, K] tile in "
+                              "the #sagegpu.dot_op A encoding, got "
+                           << tile;
+    lhsShape = tile.getShape();
+    lhsElem = tile.getElementType();
+  } else {
+    return emitOpError("lhs must be a shared or register tile");
+  }
+  if (cast<SharedEncodingAttr>(rhs.getEncoding()).getInner() != rc)
+    return emitOpError("reads shared operands K-major: the rhs encoding's "
+                       "contiguous dimension must be the contracted one");
+  if (lhsElem != rhs.getElementType())
+    return emitOpError() << "multiplies " << lhsElem << " by "
+                         << rhs.getElementType();
+  if (lhsShape[lc] != rhs.getShape()[rc])
+    return emitOpError() << "contracts " << lhsShape[lc] << " against "
+                         << rhs.getShape()[rc] << " elements";
+  if (result.getDimSize(0) != lhsShape[1 - lc] ||
+      result.getDimSize(1) != rhs.getShape()[1 - rc])
+    return emitOpError() << "result " << result << " is not "
+                         << lhsShape[1 - lc] << "x" << rhs.getShape()[1 - rc];
+  Type accElem = result.getElementType();
+  bool int8 = lhsElem.isInteger(8);
+  if (!(int8 && accElem.isInteger(32)) &&
+      !((lhsElem.isF16() || lhsElem.isBF16()) && accElem.isF32()))
+    return emitOpError() << "accumulates i8 in i32 and f16/bf16 in f32, not "
+                         << lhsElem << " in " << accElem;
+  if (!isa_and_nonnull<MmaEncodingAttr>(result.getEncoding()))
+    return emitOpError() << "result must carry an #sagegpu.mma accumulator "
+                            "encoding, got "
+                         << result;
+  return success();
+}
+
+LogicalResult TransOp::verify() {
+  RankedTensorType in = getSource().getType(), out = getResult().getType();
+  if (in.getDimSize(0) != out.getDimSize(1) ||
+      in.getDimSize(1) != out.getDimSize(0) ||
+      in.getElementType() != out.getElementType())
+    return emitOpError() << "result " << out << " is not the transpose of "
+                         << in;
+  return success();
+}

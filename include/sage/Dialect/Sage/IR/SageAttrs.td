@@ -68,10 +68,4 @@ def Sage_MmaKind : I32EnumAttr<"MmaKind", "tensor-core instruction family", [
   let cppNamespace = "::mlir::sage";
 }
 
-def Sage_CopyKind : I32EnumAttr<"CopyKind", "how a tile reaches shared memory", [
-  I32EnumAttrCase<"CpAsync", 0, "cp_async">,
-  I32EnumAttrCase<"Tma", 1, "tma">]> {
-  let cppNamespace = "::mlir::sage";
-}
-
 #endif // SAGE_DIALECT_SAGE_IR_SAGEATTRS_TD

@@ -42,14 +42,14 @@ def Sage_Dialect : Dialect {
       memory the kernel needs at launch; set by the lowering.
     - `sage.global_scratch` (integer, on a function): bytes of global memory
       each program needs, a multiple of 128 (one TMA tensor map each); set by
-      `sage-select-copies`, which also appends the `!sage.ptr<i8>` argument
+      `sagegpu-promote-operands`, which also appends the `!sage.ptr<i8>` argument
       that points at it. The launcher allocates programs × bytes and passes
       the address as that last argument.
     - `sage.alignment` (integer, on a `!sage.ptr` kernel argument): a promise
       that the address is a multiple of this many bytes (a power of two).
     - `sage.divisibility` (integer, on an integer kernel argument): a promise
       that the value is a multiple of this power of two.
-      The JIT's specialisation sets both (as Triton's does); `sage-select-copies`
+      The JIT's specialisation sets both (as Triton's does); `sagegpu-promote-operands`
       relies on them to prove 16-byte alignment for asynchronous copies.
   }];
   let useDefaultAttributePrinterParser = 1;

@@ -61,22 +61,17 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
         : !sage.ptr<f16> -> tensor<64x128xf16>
     ```
 
-    `via cp_async` and `via tma map %m` are set by `sage-select-copies` on a
-    load that only feeds a matmul operand: the matmul's lowering then copies
-    the tile straight from global to shared memory, with `cp.async` or with
-    the copy engine (TMA) reading the tensor map `%m` of the same view,
-    instead of through registers. The value read is the same.
+    A load that only feeds a matmul operand becomes a copy straight into
+    shared memory (`sagegpu.async_copy` or `sagegpu.tma_load`) in
+    `sagegpu-promote-operands`.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
-                   Variadic<I64>:$strides, Variadic<I64>:$bounds,
-                   Optional<Sage_TensorMapType>:$map,
-                   OptionalAttr<Sage_CopyKind>:$copy);
+                   Variadic<I64>:$strides, Variadic<I64>:$bounds);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
     $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
-    (`via` $copy^)? (`map` $map^)? attr-dict `:` qualified(type($ptr)) `->`
-    type($result)
+    attr-dict `:` qualified(type($ptr)) `->` type($result)
   }];
 }
 
@@ -104,7 +99,8 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
         : !sage.ptr<i8>
     ```
 
-    `sage-select-copies` creates these, hoisted to where their operands are
+    `sagegpu-promote-operands` creates these for the operand copies of
+    matmuls (`sagegpu.tma_load`), hoisted to where their operands are
     defined, so that a loop builds its maps once.
   }];
   let hasVerifier = 1;

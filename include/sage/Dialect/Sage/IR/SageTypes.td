@@ -27,7 +27,7 @@ def Sage_TensorMapType : TypeDef<Sage_Dialect, "TensorMap"> {
     The result of `sage.make_tensor_map`: the 128-byte descriptor the copy
     engine of sm_90a reads to move a box of a global tensor into shared
     memory. It lives in global memory (the copy engine cannot read it from
-    shared memory) and is only used by `sage.load ... via tma`.
+    shared memory) and is only used by `sagegpu.tma_load`.
   }];
 }
 

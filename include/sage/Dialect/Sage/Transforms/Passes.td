@@ -60,33 +60,4 @@ def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::sage::SageDialect"];
 }
 
-def SageSelectCopies : Pass<"sage-select-copies", "::mlir::ModuleOp"> {
-  let summary = "Choose asynchronous global-to-shared copies for matmul operands";
-  let description = [{
-    Marks `via cp_async` on each `sage.load` whose only use is an operand of
-    a matmul in the same block, with no `sage.store` in between (the copy is
-    issued where the matmul is), when it can go straight to shared memory in 16-byte
-    pieces: the target has cp.async (sm_80 and later), the load's stride
-    along the contracted dimension is the constant 1, the contracted extent
-    is a multiple of 16 bytes, and the base pointer, the other stride and the
-    offsets are known to keep every piece 16-byte aligned (from constants and
-    `sage.alignment` / `sage.divisibility` kernel-argument attributes).
-
-    On sm_90a (with `ptx-version` 83 or newer) a load that feeds a wgmma
-    operand goes `via tma` instead when, beyond the above, its bound along
-    the contracted dimension is a multiple of 16 bytes (TMA fills whole
-    16-byte chunks) and the tile has at most 256 rows. The pass then builds
-    a `sage.make_tensor_map` of the load's view right after the last of
-    that view's values is defined (so a loop that walks a fixed view builds
-    its map once), gives the function a trailing `!sage.ptr<i8>` argument
-    for the maps' global home, and records its size per program in
-    `sage.global_scratch`.
-  }];
-  let options = [
-    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
-           "PTX ISA version x10 the kernel is translated with">,
-  ];
-  let dependentDialects = ["::mlir::sage::SageDialect"];
-}
-
 #endif // SAGE_DIALECT_SAGE_TRANSFORMS_PASSES_TD

@@ -23,7 +23,19 @@
 #define GET_ATTRDEF_CLASSES
 #include "sage/Dialect/SageGPU/IR/SageGPUAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "sage/Dialect/SageGPU/IR/SageGPUTypes.h.inc"
+
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h.inc"
+
+namespace mlir::sagegpu {
+/// The shared memory of a program, as a side-effect resource: ops that
+/// touch it keep their order.
+struct SharedMemoryResource
+    : public SideEffects::Resource::Base<SharedMemoryResource> {
+  StringRef getName() final { return "<SharedMemory>"; }
+};
+} // namespace mlir::sagegpu
 
 #define GET_OP_CLASSES
 #include "sage/Dialect/SageGPU/IR/SageGPUOps.h.inc"

@@ -37,12 +37,21 @@ def SageGPU_Dialect : Dialect {
 
     Values change encoding only through `sagegpu.convert_layout`, whose
     lowering picks register moves, warp shuffles or shared memory.
+
+    Shared memory is IR too: `!sagegpu.smem` tiles named by
+    `sagegpu.local_alloc`, filled by stores, cp.async or TMA copies, read by
+    loads and by the tensor-core op `sagegpu.dot`; a pass allocates their
+    bytes from liveness and another inserts the barriers their accesses
+    need.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
   let dependentDialects = ["::mlir::sage::SageDialect"];
   let extraClassDeclaration = [{
     // Defined next to the attribute storage classes (SageGPUAttrs.cpp).
     void registerAttributes();
+    // SageGPUTypes.cpp.
+    void registerTypes();
   }];
 }
 

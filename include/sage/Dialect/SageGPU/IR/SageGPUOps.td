@@ -6,6 +6,8 @@
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "sage/Dialect/SageGPU/IR/SageGPUAttrs.td"
+include "sage/Dialect/SageGPU/IR/SageGPUTypes.td"
+include "sage/Dialect/Sage/IR/SageTypes.td"
 
 class SageGPU_Op<string mnemonic, list<Trait> traits = []>
     : Op<SageGPU_Dialect, mnemonic, traits>;
@@ -29,6 +31,217 @@ def SageGPU_ConvertLayoutOp : SageGPU_Op<"convert_layout", [Pure,
   let arguments = (ins AnyRankedTensor:$source);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Shared memory
+//===----------------------------------------------------------------------===//
+
+def SageGPU_SharedTile : Type<CPred<"::llvm::isa<::mlir::sagegpu::SharedTileType>($_self) && "
+    "!::llvm::cast<::mlir::sagegpu::SharedTileType>($_self).isMbarrier()">,
+    "shared-memory tile", "::mlir::sagegpu::SharedTileType">;
+def SageGPU_AnyShared : Type<CPred<"::llvm::isa<::mlir::sagegpu::SharedTileType>($_self)">,
+    "shared-memory buffer", "::mlir::sagegpu::SharedTileType">;
+def SageGPU_Mbarrier : Type<CPred<"::llvm::isa<::mlir::sagegpu::SharedTileType>($_self) && "
+    "::llvm::cast<::mlir::sagegpu::SharedTileType>($_self).isMbarrier()">,
+    "shared-memory mbarrier", "::mlir::sagegpu::SharedTileType">;
+
+// Every op that touches shared memory says so, so that nothing moves one
+// across another (the barrier pass reads the order the IR gives).
+def SageGPU_SharedResource : Resource<"::mlir::sagegpu::SharedMemoryResource">;
+
+def SageGPU_LocalAllocOp : SageGPU_Op<"local_alloc", [
+    MemoryEffects<[MemAlloc<SageGPU_SharedResource>,
+                   MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "name a buffer of shared memory, optionally filled from registers";
+  let description = [{
+    A shared-memory tile, live from here to its last use. With `init`, the
+    threads store their elements of the register tile into it (the tile's
+    encoding says which they hold, the buffer's which bytes they go to).
+    `offset` (bytes from the start of the program's shared memory) is set by
+    `sagegpu-allocate-shared-memory`; the lowering needs it.
+
+    ```mlir
+    %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+    %b = sagegpu.local_alloc {offset = 8192 : i64} : !sagegpu.smem<64x128xi8, #shared>
+    ```
+  }];
+  let arguments = (ins Optional<Sage_AnyTile>:$init, OptionalAttr<I64Attr>:$offset);
+  let results = (outs SageGPU_AnyShared:$result);
+  let assemblyFormat = [{
+    ($init^ `:` type($init) `->`)? attr-dict qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def SageGPU_LocalLoadOp : SageGPU_Op<"local_load", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>]>]> {
+  let summary = "read a shared-memory tile into registers";
+  let description = [{
+    Each thread loads the elements its result encoding gives it, in vectors
+    where consecutive registers hold consecutive bytes of the buffer.
+  }];
+  let arguments = (ins SageGPU_SharedTile:$source);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def SageGPU_LocalStoreOp : SageGPU_Op<"local_store", [
+    MemoryEffects<[MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "write a register tile into a shared-memory tile";
+  let arguments = (ins Sage_AnyTile:$value, SageGPU_SharedTile:$dest);
+  let assemblyFormat = "$value `,` $dest attr-dict `:` type($value) `->` qualified(type($dest))";
+  let hasVerifier = 1;
+}
+
+def SageGPU_AsyncCopyOp : SageGPU_Op<"async_copy", [AttrSizedOperandSegments,
+    MemoryEffects<[MemRead, MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "copy a tile of a strided 2-D view into shared memory with cp.async";
+  let description = [{
+    The tile at `ptr[offsets]` of the view with `strides` and `bounds` (as
+    `sage.load` reads it) moves into `dest` in 16-byte pieces, each thread
+    issuing some; pieces past the bounds are zero-filled. The copies join the
+    thread's current group: `sagegpu.async_commit_group` closes it and
+    `sagegpu.async_wait` waits for all but the newest groups. The
+    contiguous dimension of `dest` must be the view's unit-stride dimension,
+    and every piece 16-byte aligned (`sagegpu-promote-operands` proves it
+    before choosing this copy).
+  }];
+  let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
+                   Variadic<I64>:$strides, Variadic<I64>:$bounds,
+                   SageGPU_SharedTile:$dest);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
+    `into` $dest attr-dict `:` qualified(type($ptr)) `->` qualified(type($dest))
+  }];
+  let hasVerifier = 1;
+}
+
+def SageGPU_AsyncCommitGroupOp : SageGPU_Op<"async_commit_group"> {
+  let summary = "close the running thread's group of cp.async copies";
+  let assemblyFormat = "attr-dict";
+}
+
+def SageGPU_AsyncWaitOp : SageGPU_Op<"async_wait", [
+    MemoryEffects<[MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "wait until at most `pending` groups of this thread's cp.async copies are in flight";
+  let description = [{
+    After it, the thread's own copies of the older groups have landed; other
+    threads see them after a barrier (`sagegpu-insert-barriers`).
+  }];
+  let arguments = (ins ConfinedAttr<I32Attr, [IntNonNegative]>:$pending);
+  let assemblyFormat = "$pending attr-dict";
+}
+
+def SageGPU_MbarrierInitOp : SageGPU_Op<"mbarrier_init", [
+    MemoryEffects<[MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "one thread initialises an mbarrier expecting `count` arrivals";
+  let arguments = (ins SageGPU_Mbarrier:$barrier,
+                   ConfinedAttr<I32Attr, [IntPositive]>:$count);
+  let assemblyFormat = "$barrier `,` $count attr-dict `:` qualified(type($barrier))";
+}
+
+// Waiting also orders what the barrier's arrivals wrote (a TMA box) before
+// the ops after it, so it counts as a write: nothing may move across it.
+def SageGPU_MbarrierWaitOp : SageGPU_Op<"mbarrier_wait", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>,
+                   MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "wait until the mbarrier's phase `phase` (0 or 1) completes";
+  let arguments = (ins SageGPU_Mbarrier:$barrier, I32:$phase);
+  let assemblyFormat = "$barrier `,` $phase attr-dict `:` qualified(type($barrier))";
+}
+
+def SageGPU_MbarrierInvalOp : SageGPU_Op<"mbarrier_inval", [
+    MemoryEffects<[MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "one thread invalidates an mbarrier so its bytes can be reused";
+  let arguments = (ins SageGPU_Mbarrier:$barrier);
+  let assemblyFormat = "$barrier attr-dict `:` qualified(type($barrier))";
+}
+
+def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
+    MemoryEffects<[MemRead, MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "the copy engine moves a box of a tensor map into shared memory";
+  let description = [{
+    One thread arms `barrier` with the box's bytes and asks the copy engine
+    for the box of `map` at (`outer`, `inner`) (element indices of the
+    view's strided and unit-stride dimensions); the bytes land in `dest`
+    with its encoding's swizzle and complete the barrier's current phase.
+    Out-of-bounds elements read as zero. The map's box is the tile and its
+    inner dimension the encoding's contiguous one.
+  }];
+  let arguments = (ins Sage_TensorMapType:$map, I64:$outer, I64:$inner,
+                   SageGPU_Mbarrier:$barrier, SageGPU_SharedTile:$dest);
+  let assemblyFormat = [{
+    $map `[` $outer `,` $inner `]` `,` $barrier `into` $dest attr-dict `:`
+    qualified(type($barrier)) `,` qualified(type($dest))
+  }];
+}
+
+def SageGPU_BarrierOp : SageGPU_Op<"barrier"> {
+  let summary = "all threads of the program meet (bar.sync 0)";
+  let description = [{
+    Inserted by `sagegpu-insert-barriers` between shared-memory accesses of
+    different threads that must not overlap. With `fence_async`, the threads
+    first make their generic-proxy shared-memory writes visible to the async
+    proxy (`fence.proxy.async.shared::cta`), which wgmma and TMA read
+    through.
+  }];
+  let arguments = (ins UnitAttr:$fence_async);
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores and tile plumbing
+//===----------------------------------------------------------------------===//
+
+def SageGPU_DotOp : SageGPU_Op<"dot", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>]>,
+    TypesMatchWith<"accumulator type matches result", "result", "acc", "$_self">]> {
+  let summary = "tensor-core product of prepared operands into an accumulator";
+  let description = [{
+    `result = acc + sum_k lhs[m, k] * rhs[n, k]` with the contraction
+    dimensions given as in `sage.qmatmul`: i8 operands accumulate exactly in
+    i32, f16/bf16 in f32. `lhs` is a shared tile (mma.sync and wgmma read it
+    from there) or a register tile in the `#sagegpu.dot_op` A encoding
+    (wgmma's register-A form); `rhs` is a shared tile. Shared operands are
+    K-major: their encoding's contiguous dimension is the contracted one.
+    The accumulator and result carry the instruction's `#sagegpu.mma`
+    encoding, which chooses mma.sync or wgmma and tiles it over the warps.
+    Scales and other epilogues are ordinary tile ops on the result.
+
+    ```mlir
+    %d = sagegpu.dot %a, %b, %zero contract(1, 1)
+        : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared>
+          -> tensor<64x64xi32, #mma>
+    ```
+  }];
+  let arguments = (ins AnyType:$lhs, SageGPU_SharedTile:$rhs, Sage_AnyTile:$acc,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $acc `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
+    attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The instruction family the accumulator encoding names.
+    ::mlir::sage::MmaKind getMmaKind();
+  }];
+}
+
+def SageGPU_TransOp : SageGPU_Op<"trans", [Pure]> {
+  let summary = "transpose a tile";
+  let description = [{
+    `result[c][r] = source[r][c]`. The two encodings are independent, so the
+    lowering goes through shared memory; it serves small tiles such as a
+    column of per-token scales that a matmul epilogue needs as a row.
+  }];
+  let arguments = (ins Sage_AnyTile:$source);
+  let results = (outs Sage_AnyTile:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 #endif // SAGE_DIALECT_SAGEGPU_IR_SAGEGPUOPS_TD

@@ -32,4 +32,52 @@ def SageGPUAssignLayouts : Pass<"sagegpu-assign-layouts", "::mlir::ModuleOp"> {
                            "::mlir::sagegpu::SageGPUDialect"];
 }
 
+def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"> {
+  let summary = "Stage matmul operands in shared memory as IR and lower "
+                "matmuls to sagegpu.dot plus a tile epilogue";
+  let description = [{
+    Runs after `sagegpu-assign-layouts`. Each `sage.qmatmul` / `sage.matmul`
+    becomes:
+    - its operands as K-major `!sagegpu.smem` tiles (`#sagegpu.shared`
+      with the contracted dimension contiguous), or, for `wgmma_reg_a`, the
+      lhs in the `#sagegpu.dot_op` A encoding: a `sagegpu.convert_layout`
+      when that only renames registers, else a shared tile read back with
+      `sagegpu.local_load`;
+    - a `sagegpu.dot` into a zero accumulator in the result's `#sagegpu.mma`
+      encoding;
+    - the epilogue as tile ops: `arith.sitofp`, the scales (as slices of the
+      result's encoding, transposed with `sagegpu.trans` where a column of
+      per-token scales must run along a row) broadcast and multiplied, then
+      the accumulator operand added.
+
+    An operand tile is filled where its `sage.load` was, straight from global
+    memory, when the load's only use is the matmul in the same block with no
+    `sage.store` in between and the copy can move 16-byte pieces: the target
+    has cp.async (sm_80 and later), the stride along the contracted
+    dimension is the constant 1, the contracted extent is a multiple of 16
+    bytes, and the base pointer, the other stride and the offsets keep every
+    piece 16-byte aligned (from constants and `sage.alignment` /
+    `sage.divisibility` kernel-argument attributes). The copy is
+    `sagegpu.async_copy` plus a commit group, waited for (`sagegpu.async_wait`)
+    right before the dot; other operands are stored from registers
+    (`sagegpu.local_alloc` with an initial value).
+
+    On sm_90a (with `ptx-version` 83 or newer) a kernel's copy of a wgmma
+    descriptor operand goes through TMA instead when, beyond the above, its
+    bound along the contracted dimension is a multiple of 16 bytes and the
+    tile has at most 256 rows: a `sage.make_tensor_map` of the view, built
+    right after the last of the view's values is defined (once per loop,
+    not per iteration) in a trailing `!sage.ptr<i8>` argument sized by
+    `sage.global_scratch`, then `sagegpu.tma_load` completing an mbarrier
+    that the threads wait on before the dot.
+  }];
+  let options = [
+    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
+           "PTX ISA version x10 the kernel is translated with">,
+  ];
+  let dependentDialects = ["::mlir::sage::SageDialect",
+                           "::mlir::sagegpu::SageGPUDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // SAGE_DIALECT_SAGEGPU_TRANSFORMS_PASSES_TD

@@ -1,9 +1,27 @@
-// sage-select-copies marks loads that feed a matmul operand for an
-// asynchronous global-to-shared copy when 16-byte alignment is proven.
-// RUN: sage-opt %s --split-input-file --sage-select-copies | FileCheck %s
+// sagegpu-promote-operands: matmul operands become shared tiles (copied
+// straight from global memory when 16-byte alignment is proven), the product
+// a sagegpu.dot, and the scales ordinary tile ops.
+// RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands | FileCheck %s
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// The cp.async copy is issued where the load was; its wait and the dot
+// come at the matmul. The epilogue scales the i32 product.
 // CHECK-LABEL: func.func @eligible
+// CHECK: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+// CHECK-NEXT: sagegpu.async_copy %{{.*}} into %[[A]]
+// CHECK-NEXT: sagegpu.async_commit_group
+// CHECK: %[[B:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+// CHECK-NEXT: sagegpu.async_copy %{{.*}} into %[[B]]
+// CHECK-NEXT: sagegpu.async_commit_group
+// CHECK-NEXT: sagegpu.async_wait 0
+// CHECK: %[[D:.*]] = sagegpu.dot %[[A]], %[[B]], %{{.*}} contract(1, 1) : {{.*}} -> tensor<64x64xi32, #mma>
+// CHECK-NEXT: %[[F:.*]] = arith.sitofp %[[D]] : tensor<64x64xi32, #mma> to tensor<64x64xf32, #mma>
+// CHECK-NEXT: %[[SA:.*]] = sage.broadcast %{{.*}} : tensor<1x1xf32, {{.*}}> -> tensor<64x64xf32, #mma>
+// CHECK-NEXT: %[[SB:.*]] = sage.broadcast
+// CHECK-NEXT: %[[S:.*]] = arith.mulf %[[SA]], %[[SB]]
+// CHECK-NEXT: arith.mulf %[[F]], %[[S]]
+// CHECK-NOT: sage.load
+// CHECK-NOT: sage.qmatmul
 func.func @eligible(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
                     %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
                     %n: i64 {sage.divisibility = 16 : i64}, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
@@ -16,15 +34,34 @@ func.func @eligible(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   // Rows may start anywhere: only the contracted offset must be aligned.
   %row = sage.program_id 0
   %r = arith.extsi %row : i32 to i64
-  // CHECK: sage.load {{.*}} via cp_async
   %at = sage.load %a[%r, %c0] strides [%c128, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
-  // CHECK: sage.load {{.*}} via cp_async
   %bt = sage.load %bh[%c0, %c0] strides [%n, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
   %c = sage.qmatmul %at[%s], %bt[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
   return %c : tensor<64x64xf32>
 }
 
+// Tiles that cannot be copied 16 bytes at a time are stored from registers
+// into a shared tile whose contiguous dimension is the contracted one.
 // CHECK-LABEL: func.func @not_eligible
+// Unit stride along the rows, not along the contraction (a transposed
+// operand); no alignment promise on the pointer.
+// CHECK: %[[T0:.*]] = sage.load
+// CHECK-NEXT: sagegpu.local_alloc %[[T0]] : tensor<64x64xf16, #blocked> -> !sagegpu.smem<64x64xf16, #shared1>
+// CHECK-NEXT: %[[T1:.*]] = sage.load
+// CHECK-NEXT: sagegpu.local_alloc %[[T1]]
+// CHECK: sagegpu.dot
+// A row stride of unknown divisibility, and an odd contracted offset.
+// CHECK-COUNT-2: sagegpu.local_alloc %{{.*}} : tensor
+// CHECK: sagegpu.dot
+// A second use keeps the tile in registers; it is stored once.
+// CHECK: %[[T4:.*]] = sagegpu.local_alloc %{{.*}} : tensor
+// CHECK: sagegpu.dot %[[T4]], %[[T4]]
+// A store between the load and the matmul could change the tile.
+// CHECK: sagegpu.local_alloc %{{.*}} : tensor
+// CHECK: sage.store
+// CHECK: sagegpu.dot
+// CHECK-NOT: sagegpu.async_copy
+// CHECK: return
 func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
                         %u: !sage.ptr<f16>, %n: i64, %k: i64,
                         %d: !sage.ptr<f32>) -> tensor<64x64xf32> {
@@ -32,97 +69,112 @@ func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
   %c1 = arith.constant 1 : i64
   %c3 = arith.constant 3 : i64
   %c64 = arith.constant 64 : i64
-  // Unit stride along the rows, not along the contraction (a transposed
-  // operand): registers.
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
   %t0 = sage.load %a[%c0, %c0] strides [%c1, %c64] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
-  // No alignment promise on the pointer.
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
   %t1 = sage.load %u[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
-  %p0 = sage.matmul %t0, %t1 contract(1, 1) : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
-  // A row stride of unknown divisibility, and an odd contracted offset.
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
+  %p0 = sage.matmul %t0, %t1 contract(1, 1) using mma_sync : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
   %t2 = sage.load %a[%c0, %c0] strides [%k, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
   %t3 = sage.load %a[%c0, %c3] strides [%c64, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
-  %p1 = sage.matmul %t2, %t3 contract(1, 1) : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
-  // A second use keeps the tile in registers.
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
+  %p1 = sage.matmul %t2, %t3 contract(1, 1) using mma_sync : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
   %t4 = sage.load %a[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
-  %p2 = sage.matmul %t4, %t4 contract(1, 1) : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
-  // A store between the load and the matmul could change the tile.
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16>
+  %p2 = sage.matmul %t4, %t4 contract(1, 1) using mma_sync : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
   %t5 = sage.load %a[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x64xf16>
   sage.store %p2, %d[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : tensor<64x64xf32>, !sage.ptr<f32>
-  %p3 = sage.matmul %t5, %t1 contract(1, 1) : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %p3 = sage.matmul %t5, %t1 contract(1, 1) using mma_sync : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
   %r0 = arith.addf %p0, %p1 : tensor<64x64xf32>
   %r1 = arith.addf %r0, %p3 : tensor<64x64xf32>
   return %r1 : tensor<64x64xf32>
 }
 
-// A load outside the loop of its matmul is not re-copied every iteration.
+// A load outside the loop of its matmul is not re-copied every iteration;
+// the accumulator operand is added after the scales.
 // CHECK-LABEL: func.func @hoisted
+// CHECK: %[[Q:.*]] = sage.load
+// CHECK-NEXT: sagegpu.local_alloc %[[Q]]
+// CHECK: scf.for
+// CHECK: sagegpu.async_copy
+// CHECK: sagegpu.async_wait 0
+// CHECK: sagegpu.dot
+// CHECK: arith.mulf
+// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf
+// CHECK-NEXT: arith.addf %{{.*}}, %[[SCALED]]
 func.func @hoisted(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
   %c64 = arith.constant 64 : i64
   %c128 = arith.constant 128 : i64
-  // CHECK: sage.load %{{.*}} bounds[%{{.*}}, %{{.*}}] : !sage.ptr<i8>
   %q = sage.load %a[%c0, %c0] strides [%c128, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
   %z = arith.constant dense<0.0> : tensor<64x64xf32>
   %r = scf.for %j = %c0 to %n step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i64 {
-    // CHECK: sage.load {{.*}} via cp_async
     %k = sage.load %a[%j, %c0] strides [%c128, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
     %p = sage.qmatmul %q[%s], %k[%s] acc %acc contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
     scf.yield %p : tensor<64x64xf32>
   }
   return %r : tensor<64x64xf32>
 }
+
+// Per-token scales: the lhs column is a slice of the accumulator; the rhs
+// column runs along the result's columns, so it is transposed first.
+// CHECK-LABEL: func.func @token_scales
+// CHECK: sagegpu.convert_layout %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #slice>
+// CHECK: sage.broadcast %{{.*}} : tensor<64x1xf32, #slice> -> tensor<64x64xf32, #mma>
+// CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #slice1>
+// CHECK: sage.broadcast %{{.*}} : tensor<1x64xf32, #slice1> -> tensor<64x64xf32, #mma>
+func.func @token_scales(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %sa: tensor<64x1xf32>, %sb: tensor<64x1xf32>) -> tensor<64x64xf32> {
+  %c = sage.qmatmul %a[%sa], %b[%sb] contract(1, 1) : tensor<64x128xi8>, tensor<64x1xf32>, tensor<64x128xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
+  return %c : tensor<64x64xf32>
+}
 }
 
 // -----
 
-// Without a target (sage-attach-target runs first in sage-to-nvvm) nothing
-// is chosen.
+// Without a target (sage-attach-target runs first in sage-to-nvvm) there is
+// no cp.async: operands are stored from registers.
 module {
 // CHECK-LABEL: func.func @no_target
+// CHECK-NOT: sagegpu.async_copy
+// CHECK: sagegpu.local_alloc %{{.*}} : tensor
 func.func @no_target(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
   %c128 = arith.constant 128 : i64
-  // CHECK-NOT: via cp_async
   %q = sage.load %a[%c0, %c0] strides [%c128, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
-  %p = sage.qmatmul %q[%s], %q[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %p = sage.qmatmul %q[%s], %q[%s] contract(1, 1) using mma_sync : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
   return %p : tensor<64x64xf32>
 }
 }
 
 // -----
 
-// On sm_90a, a kernel's loads that feed wgmma operands go through the copy
-// engine: each gets a tensor map in its own slot of the global scratch that
-// a new last argument points at, built where the view is known (here before
-// the loop, whose iterations only move the offsets).
-// RUN: sage-opt %s --split-input-file --sage-select-copies | FileCheck %s --check-prefix=TMA
-// RUN: sage-opt %s --split-input-file --sage-select-copies=ptx-version=80 | FileCheck %s --check-prefix=PTX80
+// On sm_90a, a kernel's loads that feed wgmma descriptor operands go through
+// the copy engine: each gets a tensor map in its own slot of the global
+// scratch that a new last argument points at, built where the view is known
+// (here before the loop, whose iterations only move the offsets), and an
+// mbarrier the threads wait on before the dot.
+// RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands | FileCheck %s --check-prefix=TMA
+// RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands=ptx-version=80 | FileCheck %s --check-prefix=PTX80
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
-// CHECK-LABEL: func.func @kernel
 // TMA-LABEL: func.func @kernel
-// TMA-SAME: %[[N:.*]]: i64 {sage.divisibility = 16 : i64}, %[[S:.*]]: tensor<1x1xf32>, %[[SCRATCH:.*]]: !sage.ptr<i8>)
+// TMA-SAME: %[[N:.*]]: i64 {sage.divisibility = 16 : i64}, %[[S:.*]]: tensor<1x1xf32, {{.*}}>, %[[SCRATCH:.*]]: !sage.ptr<i8>)
 // TMA-SAME: sage.global_scratch = 256
 // TMA: %[[M1:.*]] = sage.make_tensor_map %{{.*}} strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] box [64, 128] inner 1 scratch %[[SCRATCH]][1]
 // TMA: scf.for
 // TMA: %[[M0:.*]] = sage.make_tensor_map %{{.*}} box [64, 128] inner 1 scratch %[[SCRATCH]][0]
-// TMA: sage.load {{.*}} via tma map %[[M0]]
-// TMA: sage.load {{.*}} via tma map %[[M1]]
-// TMA: sage.qmatmul
+// TMA: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+// TMA-NEXT: %[[BAR:.*]] = sagegpu.local_alloc !sagegpu.smem<1xi64>
+// TMA-NEXT: sagegpu.mbarrier_init %[[BAR]], 1
+// TMA-NEXT: sagegpu.tma_load %[[M0]][%{{.*}}, %{{.*}}], %[[BAR]] into %[[A]]
+// TMA: sagegpu.tma_load %[[M1]]
+// TMA: sagegpu.mbarrier_wait %[[BAR]], %{{.*}}
+// TMA: sagegpu.dot
+// The mbarrier is released after the dot (every thread has waited).
+// TMA: sagegpu.mbarrier_inval %[[BAR]]
 // A bound along the contraction that may end inside a 16-byte chunk, and a
 // matmul lowered with mma.sync: cp.async.
-// TMA: sage.load {{.*}} via cp_async :
-// TMA: sage.load {{.*}} via cp_async :
+// TMA-COUNT-2: sagegpu.async_copy
+// TMA: sagegpu.dot
 // PTX80-LABEL: func.func @kernel
 // PTX80-NOT: make_tensor_map
-// PTX80-COUNT-4: via cp_async
+// PTX80-COUNT-4: sagegpu.async_copy
 func.func @kernel(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
                   %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
                   %k: i64, %n: i64 {sage.divisibility = 16 : i64},
@@ -150,14 +202,17 @@ func.func @kernel(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
 
 // -----
 
-// With A from registers (wgmma_reg_a), only B is read through a descriptor:
-// B may come by TMA, A goes to its padded rows with cp.async.
+// With A from registers (wgmma_reg_a), A reaches the dot_op encoding through
+// a shared tile (here copied by cp.async) read back with local_load; only B
+// is read through a descriptor and may come by TMA.
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
-// CHECK-LABEL: func.func @reg_a
 // TMA-LABEL: func.func @reg_a
 // TMA: sage.global_scratch = 128
-// TMA: sage.load {{.*}} via cp_async :
-// TMA: sage.load {{.*}} via tma map
+// TMA: %[[AS:.*]] = sagegpu.local_alloc
+// TMA-NEXT: sagegpu.async_copy
+// TMA: sagegpu.tma_load
+// TMA: %[[A:.*]] = sagegpu.local_load %[[AS]] : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #dot_op>
+// TMA: sagegpu.dot %[[A]], %{{.*}} : tensor<64x128xi8, #dot_op>, !sagegpu.smem<64x128xi8, #shared>
 func.func @reg_a(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
                  %n: i64 {sage.divisibility = 16 : i64},
                  %s: tensor<1x1xf32>) attributes {sage.kernel} {

@@ -1,5 +1,7 @@
-// Matmuls stage their operands K-major in shared memory and run mma.sync.
-// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// sagegpu.dot on mma.sync: operands stored K-major in shared memory
+// (sagegpu-promote-operands), fragments loaded as 32-bit words from there,
+// a barrier between the stores and the loads, results in the accumulator.
+// RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 // RUN: sage-opt %s --sage-select-mma | FileCheck %s --check-prefix=SELECT
 
 module attributes {sage.num_warps = 4 : i32} {
@@ -7,8 +9,9 @@ module attributes {sage.num_warps = 4 : i32} {
 // SELECT: contract(1, 1) using mma_sync
 // CHECK-LABEL: func.func @s_equals_qkt
 // CHECK-SAME: sage.shared_memory
-// CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<3>
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<4xi8>, !llvm.ptr<3>
 // CHECK: nvvm.barrier0
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {intOverflowBehavior = #nvvm.mma_int_overflow<wrapped>, layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<s8>, multiplicandBPtxType = #nvvm.mma_type<s8>, shape = #nvvm.shape<m = 16, n = 8, k = 32>} : (i32, i32, i32) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK: arith.sitofp %{{.*}} : i32 to f32
 func.func @s_equals_qkt(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
@@ -28,7 +31,7 @@ func.func @count(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128x
 
 // dP = dO V^T in f16, accumulated in f32.
 // CHECK-LABEL: func.func @dp
-// CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xf16>
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> vector<2xf16>
 // CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 func.func @dp(%do: tensor<64x128xf16>, %v: tensor<64x128xf16>) -> tensor<64x64xf32> {
   %dp = sage.matmul %do, %v contract(1, 1) : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>

@@ -1,0 +1,58 @@
+//===- DotLowering.h - what the sagegpu.dot lowerings share -----*- C++ -*-===//
+//
+// sagegpu.dot has one lowering per instruction family (MmaSyncToNVVM.cpp,
+// WgmmaToNVVM.cpp). Both read the accumulator's linear layout for the warp
+// and register placement of each instruction, and read shared operands in
+// their *operand view*: row = the non-contracted index, k = the contracted
+// one, whatever the tile's orientation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SAGE_CONVERSION_SAGETOLLVM_DOTLOWERING_H
+#define SAGE_CONVERSION_SAGETOLLVM_DOTLOWERING_H
+
+#include "sage/Conversion/SageToLLVM/SharedTileAccess.h"
+
+namespace mlir::sage {
+
+/// A shared operand of a dot, addressed by (row, k).
+struct OperandTile {
+  SharedTileAccess access;
+  unsigned contract;
+
+  layout::Coord at(int32_t row, int32_t k) const {
+    return contract == 1 ? layout::Coord{row, k} : layout::Coord{k, row};
+  }
+  int64_t byteOffset(int32_t row, int32_t k) const {
+    return access.byteOffset(at(row, k));
+  }
+};
+
+/// Sizes of one dot, checked against its instruction.
+struct DotShape {
+  int64_t m, n, k;
+  int64_t elemBytes;
+  int64_t warps;
+  int64_t kBytes() const { return k * elemBytes; }
+  /// K steps of one instruction (32 bytes of K each).
+  int64_t steps() const { return kBytes() / 32; }
+};
+
+/// The dot's shape, or a diagnostic when its accumulator is not the
+/// instruction's or the sizes do not tile it.
+FailureOr<DotShape> getDotShape(sagegpu::DotOp op);
+
+/// Where value e of a 16x8 accumulator fragment sits relative to its first:
+/// row 8 * (e / 2), column e % 2 (mma.sync, and wgmma per 8 columns).
+inline layout::Coord fragmentOffset(int64_t e) {
+  return {int32_t(8 * (e / 2)), int32_t(e % 2)};
+}
+
+/// The warp part of `acc`'s positions in this thread (the lane part is the
+/// instruction's own fragment layout).
+std::pair<Value, Value> warpOrigin(ThreadCoords &c,
+                                   const layout::LinearLayout &acc);
+
+} // namespace mlir::sage
+
+#endif // SAGE_CONVERSION_SAGETOLLVM_DOTLOWERING_H

@@ -1,0 +1,197 @@
+//===- InsertBarriers.cpp - order the threads' shared-memory accesses -----===//
+
+#include "sage/Conversion/SageToLLVM/Passes.h"
+#include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+namespace mlir::sage {
+#define GEN_PASS_DEF_SAGEGPUINSERTBARRIERS
+#include "sage/Conversion/SageToLLVM/Passes.h.inc"
+} // namespace mlir::sage
+
+using namespace mlir;
+using namespace mlir::sage;
+using namespace mlir::sagegpu;
+
+namespace {
+
+/// One access to a byte range of shared memory.
+struct Access {
+  int64_t lo, hi; // [lo, hi)
+  bool write;
+  bool async;         // through the async proxy (wgmma reads)
+  bool warp0 = false; // made by warp 0 alone, in program order (mbarrier
+                      // set-up by thread 0, tensor-map assembly)
+  bool overlaps(const Access &o) const { return lo < o.hi && o.lo < hi; }
+  /// Whether `later` must wait for this access at a barrier.
+  bool hazard(const Access &later) const {
+    return overlaps(later) && (write || later.write) && !(warp0 && later.warp0);
+  }
+};
+
+/// What an op does to shared memory. `visibleByMbarrier` accesses (TMA
+/// writes) need no barrier before their readers, who wait on the mbarrier.
+struct Effects {
+  SmallVector<Access> accesses;
+  SmallVector<Access> visibleByMbarrier;
+};
+
+Access rangeOf(Value shared, bool write, bool async = false,
+               bool warp0 = false) {
+  auto alloc = shared.getDefiningOp<LocalAllocOp>();
+  auto type = cast<SharedTileType>(shared.getType());
+  int64_t lo = alloc && alloc.getOffset() ? *alloc.getOffset() : 0;
+  return {lo, lo + type.getSizeInBytes(), write, async, warp0};
+}
+
+Effects effectsOf(Operation *op) {
+  Effects e;
+  if (auto alloc = dyn_cast<LocalAllocOp>(op)) {
+    if (alloc.getInit())
+      e.accesses.push_back(rangeOf(alloc, /*write=*/true));
+  } else if (auto store = dyn_cast<LocalStoreOp>(op)) {
+    e.accesses.push_back(rangeOf(store.getDest(), true));
+  } else if (auto load = dyn_cast<LocalLoadOp>(op)) {
+    e.accesses.push_back(rangeOf(load.getSource(), false));
+  } else if (auto copy = dyn_cast<AsyncCopyOp>(op)) {
+    e.accesses.push_back(rangeOf(copy.getDest(), true));
+  } else if (auto tma = dyn_cast<TmaLoadOp>(op)) {
+    // Thread 0 arms the mbarrier it initialised itself (mbarrier updates
+    // are atomic): only the box's bytes count.
+    e.visibleByMbarrier.push_back(rangeOf(tma.getDest(), true, true));
+  } else if (isa<MbarrierInitOp, MbarrierInvalOp>(op)) {
+    e.accesses.push_back(rangeOf(op->getOperand(0), true, false, true));
+  } else if (isa<MbarrierWaitOp>(op)) {
+    e.accesses.push_back(rangeOf(op->getOperand(0), false));
+  } else if (auto dot = dyn_cast<DotOp>(op)) {
+    bool async = isWgmma(dot.getMmaKind());
+    if (isa<SharedTileType>(dot.getLhs().getType()))
+      e.accesses.push_back(rangeOf(dot.getLhs(), false, async));
+    e.accesses.push_back(rangeOf(dot.getRhs(), false, async));
+  } else if (int64_t bytes = getOpScratchBytes(op)) {
+    int64_t lo = getScratchOffset(op);
+    e.accesses.push_back(
+        {lo, lo + bytes, true, false, isa<MakeTensorMapOp>(op)});
+  }
+  return e;
+}
+
+/// The accesses since the last barrier.
+using Pending = SmallVector<Access>;
+
+void merge(Pending &into, const Pending &from) {
+  into.append(from.begin(), from.end());
+}
+
+struct Inserter {
+  /// Bytes some wgmma reads through the async proxy: a barrier after
+  /// generic writes to them also fences, so that whichever barrier orders
+  /// the writes before the read makes them visible to that proxy.
+  SmallVector<Access> asyncReads;
+
+  bool needsFence(const Pending &pending) const {
+    for (const Access &p : pending)
+      if (p.write && !p.async)
+        for (const Access &r : asyncReads)
+          if (p.overlaps(r))
+            return true;
+    return false;
+  }
+
+  /// Walks `block` from `pending`, inserting barriers when `insert`;
+  /// returns the accesses pending at its end.
+  Pending run(Block &block, Pending pending, bool insert) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (isa<BarrierOp>(op)) {
+        pending.clear();
+        continue;
+      }
+      if (auto loop = dyn_cast<scf::ForOp>(op)) {
+        // What came before the loop and clashes with its body is ordered
+        // once, before the loop, not on every trip.
+        bool clash = false;
+        loop.getBody()->walk([&](Operation *inner) {
+          Effects e = effectsOf(inner);
+          for (ArrayRef<Access> list : {ArrayRef<Access>(e.accesses),
+                                        ArrayRef<Access>(e.visibleByMbarrier)})
+            for (const Access &a : list)
+              for (const Access &p : pending)
+                clash |= p.hazard(a);
+        });
+        if (clash) {
+          if (insert) {
+            OpBuilder b(loop);
+            auto barrier = BarrierOp::create(b, loop.getLoc());
+            if (needsFence(pending))
+              barrier.setFenceAsync(true);
+          }
+          pending.clear();
+        }
+        // The body's end meets its start on the next trip.
+        Pending end = run(*loop.getBody(), pending, /*insert=*/false);
+        Pending entry = pending;
+        merge(entry, end);
+        Pending after = run(*loop.getBody(), entry, insert);
+        merge(after, pending); // zero trips
+        pending = std::move(after);
+        continue;
+      }
+      if (auto branch = dyn_cast<scf::IfOp>(op)) {
+        Pending out = run(branch.getThenRegion().front(), pending, insert);
+        if (!branch.getElseRegion().empty())
+          merge(out, run(branch.getElseRegion().front(), pending, insert));
+        else
+          merge(out, pending);
+        pending = std::move(out);
+        continue;
+      }
+      Effects e = effectsOf(&op);
+      bool conflict = false, fence = false;
+      auto check = [&](const Access &a) {
+        for (const Access &p : pending)
+          if (p.hazard(a)) {
+            conflict = true;
+            fence |= a.async && p.write && !p.async;
+          }
+      };
+      for (const Access &a : e.accesses)
+        check(a);
+      for (const Access &a : e.visibleByMbarrier)
+        check(a);
+      if (conflict) {
+        if (insert) {
+          OpBuilder b(&op);
+          auto barrier = BarrierOp::create(b, op.getLoc());
+          if (fence || needsFence(pending))
+            barrier.setFenceAsync(true);
+        }
+        pending.clear();
+      }
+      merge(pending, e.accesses);
+    }
+    return pending;
+  }
+};
+
+struct InsertBarriersPass
+    : public sage::impl::SageGPUInsertBarriersBase<InsertBarriersPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](FunctionOpInterface func) {
+      Inserter inserter;
+      func.walk([&](Operation *op) {
+        for (const Access &a : effectsOf(op).accesses)
+          if (a.async)
+            inserter.asyncReads.push_back(a);
+      });
+      for (Block &block : func.getFunctionBody())
+        inserter.run(block, {}, /*insert=*/true);
+    });
+  }
+};
+
+} // namespace

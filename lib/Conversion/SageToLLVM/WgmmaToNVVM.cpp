@@ -1,0 +1,300 @@
+//===- WgmmaToNVVM.cpp - sagegpu.dot on wgmma -----------------------------===//
+//
+// wgmma m64nNk32 (int8) / m64nNk16 (f16, bf16), one instruction per 64-row
+// block a warpgroup owns in the accumulator layout (its N / 2 slots per
+// block are the instruction's registers, in order) and per 32 bytes of K.
+// B, and A unless it is in registers, are read through matrix descriptors
+// of their shared tiles; a register A (`#sagegpu.dot_op`) is packed into
+// the instruction's four 32-bit words per K step from its slots.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Conversion/SageToLLVM/DotLowering.h"
+#include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
+#include "sage/Layout/SharedLayouts.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::sage;
+
+namespace {
+
+/// Matrix descriptors of one K-major shared operand: the constant fields
+/// (strides, swizzle) and this thread's warpgroup part of the start address.
+struct DescriptorBuilder {
+  DescriptorBuilder(ThreadCoords &c, OperandTile tile)
+      : c(&c), tile(std::move(tile)) {}
+
+  /// The descriptor of the block starting at (row, k) (constants beyond the
+  /// thread's warpgroup rows).
+  Value at(int32_t row, int32_t k) {
+    OpBuilder &b = c->b;
+    Location loc = c->loc;
+    Value offset = thread ? SharedTileAccess::combine(*c, thread, mask,
+                                                      tile.byteOffset(row, k))
+                          : c->constant(tile.byteOffset(row, k));
+    Value addr = arith::ExtUIOp::create(b, loc, b.getI64Type(),
+                                        tile.access.address(b, loc, offset));
+    auto i64 = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+    };
+    Value start = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, addr, i64(4)), i64(0x3FFF));
+    return arith::OrIOp::create(b, loc, start, i64(fields));
+  }
+
+  ThreadCoords *c;
+  OperandTile tile;
+  int64_t fields = 0, mask = 0;
+  Value thread; // null: no per-thread part
+};
+
+/// One wgmma with A from registers (four 32-bit words) and B from `descB`,
+/// accumulating into `acc`. MLIR 22's NVVM dialect has no op for this form:
+/// it is inline PTX, whose accumulators are tied outputs.
+Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
+                    Value acc, ArrayRef<Value> a, Value descB) {
+  bool isInt = elemType.isInteger(8);
+  int64_t values = n / 2;
+  std::string text, constraints;
+  llvm::raw_string_ostream os(text), cs(constraints);
+  auto list = [&](int64_t first, int64_t count) {
+    os << "{";
+    for (int64_t i = 0; i < count; ++i)
+      os << (i ? ", " : "") << "$" << first + i;
+    os << "}";
+  };
+  int64_t aFirst = 2 * values, descIndex = aFirst + 4,
+          scaleIndex = descIndex + 1;
+  os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << scaleIndex << ", 0;\n"
+     << "wgmma.mma_async.sync.aligned.m64n" << n << "k"
+     << mmaK(elemType.getIntOrFloatBitWidth())
+     << (isInt              ? ".s32.s8.s8 "
+         : elemType.isF16() ? ".f32.f16.f16 "
+                            : ".f32.bf16.bf16 ");
+  list(0, values);
+  os << ", ";
+  list(aFirst, 4);
+  // Scale D by p; the 16-bit forms also take A and B scales (1) and B's
+  // transpose (0: K-major).
+  os << ", $" << descIndex << ", p" << (isInt ? "" : ", 1, 1, 0") << ";\n}";
+  SmallVector<Value> operands;
+  for (int64_t v = 0; v < values; ++v) {
+    cs << (v ? "," : "") << (isInt ? "=r" : "=f");
+    operands.push_back(LLVM::ExtractValueOp::create(b, loc, acc, v));
+  }
+  for (int64_t v = 0; v < values; ++v)
+    cs << "," << v;
+  cs << ",r,r,r,r,l,r";
+  operands.append(a.begin(), a.end());
+  operands.push_back(descB);
+  operands.push_back(arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)));
+  return inlinePtx(b, loc, acc.getType(), operands, text, constraints);
+}
+
+/// The four A words of block row `row`, K step `ks` from the register
+/// tile's slots: word w is rows row + 8 (w & 1), k from 16 bytes (w >> 1)
+/// of the step, each word its elements in k order.
+FailureOr<SmallVector<Value, 4>>
+packAFragment(OpBuilder &b, Location loc, const TileDistribution &a,
+              ValueRange slots,
+              const DenseMap<std::pair<int32_t, int32_t>, int64_t> &slotOf,
+              int32_t row, int64_t ks, int64_t elemBytes) {
+  int32_t stepElems = int32_t(32 / elemBytes);
+  int32_t wordElems = int32_t(4 / elemBytes);
+  Type elem = a.getType().getElementType();
+  Type i32 = b.getI32Type();
+  SmallVector<Value, 4> words;
+  for (int32_t w = 0; w < 4; ++w) {
+    int32_t r = row + 8 * (w & 1);
+    int32_t k0 = int32_t(ks) * stepElems + (w >> 1) * (stepElems / 2);
+    Value vec =
+        LLVM::PoisonOp::create(b, loc, VectorType::get({wordElems}, elem));
+    for (int32_t j = 0; j < wordElems; ++j) {
+      auto it = slotOf.find({r, k0 + j});
+      if (it == slotOf.end())
+        return failure();
+      vec = LLVM::InsertElementOp::create(
+          b, loc, vec, slots[it->second],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
+    }
+    words.push_back(LLVM::BitcastOp::create(b, loc, i32, vec));
+  }
+  return words;
+}
+
+struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::DotOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    MmaKind kind = op.getMmaKind();
+    if (!isWgmma(kind))
+      return failure();
+    FailureOr<DotShape> shape = getDotShape(op);
+    if (failed(shape))
+      return failure();
+    std::optional<TileDistribution> out =
+        TileDistribution::get(op.getResult().getType());
+    if (!out)
+      return rw.notifyMatchFailure(op, "result has no distributed layout");
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    ThreadCoords c(rw, loc);
+    const layout::LinearLayout &acc = out->getLayout();
+    sagegpu::SharedTileType rhsType = op.getRhs().getType();
+    Type elemType = rhsType.getElementType();
+    bool isInt = elemType.isInteger(8);
+    Type accType = op.getResult().getType().getElementType();
+    int64_t n = shape->n;
+    int64_t values = n / 2; // accumulator registers per thread per block
+    auto structType = LLVM::LLVMStructType::getLiteral(
+        ctx, SmallVector<Type>(values, accType));
+    NVVM::WGMMATypes inType = isInt              ? NVVM::WGMMATypes::s8
+                              : elemType.isF16() ? NVVM::WGMMATypes::f16
+                                                 : NVVM::WGMMATypes::bf16;
+    NVVM::WGMMATypes outType =
+        isInt ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32;
+
+    // Each block's first row (relative to the warpgroup's), from the
+    // layout: value 4j + e of a block is fragment value e of its 8-column
+    // group j.
+    int64_t blocks = acc.getNumRegisters() / values;
+    SmallVector<int32_t> blockRows;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      layout::Coord origin =
+          acc.applyDim(layout::InDim::Register, blk * values);
+      bool ok = origin.col == 0;
+      for (int64_t v = 0; ok && v < values; ++v)
+        ok = acc.applyDim(layout::InDim::Register, blk * values + v) ==
+             (origin ^ fragmentOffset(v % 4) ^
+              layout::Coord{0, int32_t(8 * (v / 4))});
+      if (!ok)
+        return op.emitOpError("result encoding does not tile the "
+                              "instruction's accumulator blocks");
+      blockRows.push_back(origin.row);
+    }
+    // The warps' rows: within a warpgroup the instruction places them, so
+    // only whole warpgroups (64-row steps) move a descriptor.
+    SmallVector<int32_t> groupRows;
+    for (layout::Coord basis : acc.getBases(layout::InDim::Warp))
+      groupRows.push_back(basis.row >= 64 ? basis.row : 0);
+
+    auto descriptors = [&](Value tile, ValueRange converted, unsigned contract,
+                           int64_t rows) -> FailureOr<DescriptorBuilder> {
+      auto type = cast<sagegpu::SharedTileType>(tile.getType());
+      DescriptorBuilder d(
+          c, {SharedTileAccess(type, converted.front()), contract});
+      auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
+      int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+      unsigned swizzle = encoding.getSwizzle();
+      layout::WgmmaStrides strides =
+          layout::getWgmmaKMajorStrides({rows, shape->k}, bits, swizzle);
+      int32_t chunkElems = int32_t(layout::kChunkBytes * 8 / bits);
+      if (swizzle != 0 || d.tile.byteOffset(8, 0) != strides.strideByteOffset ||
+          d.tile.byteOffset(0, chunkElems) != strides.leadingByteOffset)
+        return op.emitOpError("wgmma reads shared operands in the unswizzled "
+                              "K-major core-matrix layout (swizzle = 0, "
+                              "inner = the contracted dimension)");
+      d.fields = int64_t(layout::encodeWgmmaDescriptor(
+          0, strides.leadingByteOffset, strides.strideByteOffset, swizzle));
+      return d;
+    };
+    FailureOr<DescriptorBuilder> descB = descriptors(
+        op.getRhs(), adaptor.getRhs(), op.getRhsContractDim(), shape->n);
+    if (failed(descB))
+      return failure();
+    std::optional<FailureOr<DescriptorBuilder>> descA;
+    if (kind == MmaKind::Wgmma) {
+      descA = descriptors(op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(),
+                          shape->m);
+      if (failed(*descA))
+        return failure();
+      SmallVector<layout::Coord> warp;
+      for (int32_t row : groupRows)
+        warp.push_back((*descA)->tile.at(row, 0));
+      (*descA)->mask = (*descA)->tile.access.threadMask({}, warp);
+      (*descA)->thread = (*descA)->tile.access.threadByteOffset(c, {}, warp);
+    }
+
+    // The accumulator operand, block by block.
+    ValueRange init = adaptor.getAcc();
+    SmallVector<Value> accs;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      Value block = LLVM::UndefOp::create(rw, loc, structType);
+      for (int64_t v = 0; v < values; ++v)
+        block = LLVM::InsertValueOp::create(rw, loc, block,
+                                            init[blk * values + v], v);
+      accs.push_back(block);
+    }
+    int64_t steps = shape->steps();
+    int32_t stepElems = int32_t(32 / shape->elemBytes);
+    // Register A: the words of [block][step], in registers before the fence.
+    SmallVector<SmallVector<Value, 4>> aWords;
+    if (kind == MmaKind::WgmmaRegA) {
+      std::optional<TileDistribution> a =
+          TileDistribution::get(op.getLhs().getType());
+      if (!a)
+        return rw.notifyMatchFailure(op, "register A has no layout");
+      DenseMap<std::pair<int32_t, int32_t>, int64_t> slotOf;
+      for (int64_t r = a->getNumElements() - 1; r >= 0; --r) {
+        layout::Coord at = a->slotOffset(r);
+        slotOf[{at.row, at.col}] = r;
+      }
+      for (int32_t row : blockRows)
+        for (int64_t ks = 0; ks < steps; ++ks) {
+          FailureOr<SmallVector<Value, 4>> words = packAFragment(
+              rw, loc, *a, adaptor.getLhs(), slotOf, row, ks, shape->elemBytes);
+          if (failed(words))
+            return op.emitOpError("register A encoding does not hold the "
+                                  "instruction's A fragments");
+          aWords.push_back(*words);
+        }
+    }
+    NVVM::WgmmaFenceAlignedOp::create(rw, loc);
+    for (auto [blk, row] : llvm::enumerate(blockRows)) {
+      for (int64_t ks = 0; ks < steps; ++ks) {
+        int32_t k0 = int32_t(ks) * stepElems;
+        Value b = descB->at(0, k0);
+        if (kind == MmaKind::WgmmaRegA) {
+          accs[blk] = emitWgmmaRegA(rw, loc, n, elemType, accs[blk],
+                                    aWords[blk * steps + ks], b);
+          continue;
+        }
+        Value a = (*descA)->at(row, k0);
+        accs[blk] = NVVM::WgmmaMmaAsyncOp::create(
+            rw, loc, structType, accs[blk], a, b,
+            NVVM::MMAShapeAttr::get(ctx, 64, n,
+                                    mmaK(elemType.getIntOrFloatBitWidth())),
+            NVVM::WGMMATypesAttr::get(ctx, inType),
+            NVVM::WGMMATypesAttr::get(ctx, inType),
+            NVVM::WGMMATypesAttr::get(ctx, outType),
+            NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one),
+            NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+            NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+            NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+            NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+            NVVM::MMAIntOverflowAttr());
+      }
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(rw, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(rw, loc, 0);
+
+    SmallVector<Value> slots;
+    for (Value block : accs)
+      for (int64_t v = 0; v < values; ++v)
+        slots.push_back(LLVM::ExtractValueOp::create(rw, loc, block, v));
+    rw.replaceOpWithMultiple(op, {slots});
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::sage::populateWgmmaToNVVMPatterns(const TypeConverter &converter,
+                                             RewritePatternSet &patterns) {
+  patterns.add<WgmmaDotLowering>(converter, patterns.getContext());
+}

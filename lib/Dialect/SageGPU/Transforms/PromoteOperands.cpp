@@ -1,0 +1,456 @@
+//===- PromoteOperands.cpp - matmul operands into shared memory -----------===//
+//
+// Turns each sage matmul into what the tensor cores execute: its operands
+// become shared-memory tiles (filled by cp.async or TMA straight from global
+// memory where the load allows, else stored from registers), wgmma's
+// register A becomes a #sagegpu.dot_op tile, the product is a sagegpu.dot
+// into a zero accumulator, and the scales and the accumulator operand are
+// applied by ordinary tile ops on the #sagegpu.mma result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
+#include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Dialect/SageGPU/Transforms/Passes.h"
+#include "sage/Layout/LayoutConversion.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+namespace mlir::sagegpu {
+#define GEN_PASS_DEF_SAGEGPUPROMOTEOPERANDS
+#include "sage/Dialect/SageGPU/Transforms/Passes.h.inc"
+} // namespace mlir::sagegpu
+
+using namespace mlir;
+using namespace mlir::sage;
+using namespace mlir::sagegpu;
+
+namespace {
+
+std::optional<MmaKind> mmaOf(Operation *matmul) {
+  if (auto q = dyn_cast<QMatmulOp>(matmul))
+    return q.getMma();
+  return cast<MatmulOp>(matmul).getMma();
+}
+
+/// cp.async moves 16 bytes at a time, aligned on both sides.
+constexpr int64_t kCopyBytes = 16;
+/// Divisors beyond this add nothing and could overflow when multiplied.
+constexpr int64_t kDivisorCap = int64_t(1) << 20;
+
+/// The kernel-argument hint `name` on `v`, or 1.
+int64_t argumentHint(Value v, StringRef name) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return 1;
+  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!func || arg.getOwner() != &func.getFunctionBody().front())
+    return 1;
+  auto attr = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), name);
+  return attr ? std::min(kDivisorCap, attr.getInt()) : 1;
+}
+
+/// The largest power of two known to divide the integer `v`, from constants,
+/// `sage.divisibility` argument attributes and the arithmetic between them.
+int64_t knownDivisor(Value v, unsigned depth = 0) {
+  if (depth > 16)
+    return 1;
+  APInt constant;
+  if (matchPattern(v, m_ConstantInt(&constant))) {
+    int64_t x = constant.getSExtValue();
+    return x == 0 ? kDivisorCap : std::min(kDivisorCap, x & -x);
+  }
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    // A loop counter takes the values lower bound + i * step.
+    if (auto loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp()))
+      if (arg == loop.getInductionVar())
+        return std::min(knownDivisor(loop.getLowerBound(), depth + 1),
+                        knownDivisor(loop.getStep(), depth + 1));
+    return argumentHint(v, SageDialect::kDivisibilityAttrName);
+  }
+  Operation *op = v.getDefiningOp();
+  if (auto mul = dyn_cast_or_null<arith::MulIOp>(op))
+    return std::min(kDivisorCap, knownDivisor(mul.getLhs(), depth + 1) *
+                                     knownDivisor(mul.getRhs(), depth + 1));
+  if (auto add = dyn_cast_or_null<arith::AddIOp>(op))
+    return std::min(knownDivisor(add.getLhs(), depth + 1),
+                    knownDivisor(add.getRhs(), depth + 1));
+  if (isa_and_nonnull<arith::ExtSIOp, arith::ExtUIOp>(op))
+    return knownDivisor(op->getOperand(0), depth + 1);
+  return 1;
+}
+
+/// The byte alignment known for a pointer.
+int64_t knownAlignment(Value ptr) {
+  if (auto add = ptr.getDefiningOp<AddPtrOp>()) {
+    int64_t elemBytes =
+        add.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
+    return std::min(
+        knownAlignment(add.getPtr()),
+        std::min(kDivisorCap, knownDivisor(add.getOffset()) * elemBytes));
+  }
+  return argumentHint(ptr, SageDialect::kAlignmentAttrName);
+}
+
+/// The contracted dimension of the matmul operand `use`, if it is one.
+std::optional<unsigned> contractedDimOf(OpOperand &use) {
+  Operation *owner = use.getOwner();
+  if (auto q = dyn_cast<QMatmulOp>(owner)) {
+    if (use.get() == q.getLhs() && use.getOperandNumber() == 0)
+      return q.getLhsContractDim();
+    if (use.get() == q.getRhs() && use.getOperandNumber() == 2)
+      return q.getRhsContractDim();
+  }
+  if (auto m = dyn_cast<MatmulOp>(owner)) {
+    if (use.getOperandNumber() == 0)
+      return m.getLhsContractDim();
+    if (use.getOperandNumber() == 1)
+      return m.getRhsContractDim();
+  }
+  return std::nullopt;
+}
+
+/// The copy happens where the matmul is, so the load must sit in the same
+/// block with no global store in between (the tile must not change, and a
+/// load hoisted out of a loop must not be re-copied every iteration).
+bool copyCanMoveToUser(LoadOp load, Operation *user) {
+  if (user->getBlock() != load->getBlock())
+    return false;
+  for (Operation *op = load->getNextNode(); op && op != user;
+       op = op->getNextNode()) {
+    bool writes = false;
+    op->walk([&](StoreOp) { writes = true; });
+    if (writes)
+      return false;
+  }
+  return true;
+}
+
+/// The matmul `load` feeds and which of its dimensions is contracted, when
+/// the tile can be copied straight to shared memory 16 bytes at a time.
+struct CopyUse {
+  Operation *matmul;
+  unsigned operand; // 0 for A
+  unsigned contract;
+};
+
+std::optional<CopyUse> asyncCopyUse(LoadOp load) {
+  if (!load->hasOneUse())
+    return std::nullopt;
+  OpOperand &use = *load->use_begin();
+  std::optional<unsigned> contract = contractedDimOf(use);
+  if (!contract || !copyCanMoveToUser(load, use.getOwner()))
+    return std::nullopt;
+  unsigned other = 1 - *contract;
+  RankedTensorType tile = load.getResult().getType();
+  int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+  APInt stride;
+  bool ok =
+      matchPattern(load.getStrides()[*contract], m_ConstantInt(&stride)) &&
+      stride == 1 && tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
+      knownAlignment(load.getPtr()) >= kCopyBytes &&
+      knownDivisor(load.getStrides()[other]) * elemBytes >= kCopyBytes &&
+      knownDivisor(load.getOffsets()[*contract]) * elemBytes >= kCopyBytes;
+  if (!ok)
+    return std::nullopt;
+  return CopyUse{use.getOwner(), use.getOperandNumber(), *contract};
+}
+
+/// Beyond an asynchronous copy, TMA fills whole 16-byte chunks (so the
+/// contracted bound must not end inside one), its boxes have limits, and it
+/// writes the core-matrix layout only descriptor-read operands have.
+bool canCopyWithTma(LoadOp load, const CopyUse &use) {
+  std::optional<MmaKind> kind = mmaOf(use.matmul);
+  if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0))
+    return false;
+  RankedTensorType tile = load.getResult().getType();
+  int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+  return knownDivisor(load.getBounds()[use.contract]) * elemBytes >=
+             MakeTensorMapOp::kChunkBytes &&
+         MakeTensorMapOp::isValidBox(tile.getShape(), use.contract,
+                                     tile.getElementType());
+}
+
+/// How deep `block` is nested in its function.
+unsigned depthOf(Block *block) {
+  unsigned depth = 0;
+  for (Operation *op = block->getParentOp();
+       op && !isa<FunctionOpInterface>(op);
+       op = op->getBlock() ? op->getBlock()->getParentOp() : nullptr)
+    ++depth;
+  return depth;
+}
+
+/// Sets `b` right after the last definition among `values`, all of which
+/// dominate one use: the innermost of their blocks, after the latest of
+/// their ops there. A tensor map built there is built once per value of the
+/// view, not once per loop iteration.
+void setInsertionAfterAll(OpBuilder &b, ValueRange values) {
+  Block *block = nullptr;
+  Operation *after = nullptr;
+  unsigned depth = 0;
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    Block *home = def ? def->getBlock() : cast<BlockArgument>(v).getOwner();
+    unsigned d = depthOf(home);
+    if (!block || d > depth) {
+      block = home, after = def, depth = d;
+    } else if (home == block && def &&
+               (!after || after->isBeforeInBlock(def))) {
+      after = def;
+    }
+  }
+  if (after)
+    b.setInsertionPointAfter(after);
+  else
+    b.setInsertionPointToStart(block);
+}
+
+/// Where the copy of a load goes and how.
+struct Promoter {
+  FunctionOpInterface func;
+  bool cpAsync = false, tma = false, kernel = false;
+  Value mapScratch; // the function's trailing tensor-map argument
+  /// Register tiles already stored to shared memory, by tile and layout.
+  DenseMap<std::pair<Value, Type>, Value> storedTiles;
+  /// Loads replaced by copies, erased once their matmul is gone.
+  SmallVector<Operation *> replacedLoads;
+
+  /// The tensor map of `load`'s view in the next slot of the function's
+  /// global scratch (appending the scratch argument on first use), built
+  /// right after the view's last value is defined.
+  Value buildTensorMap(LoadOp load, unsigned contract) {
+    OpBuilder b(load);
+    if (!mapScratch) {
+      MLIRContext *ctx = load.getContext();
+      unsigned index = func.getNumArguments();
+      (void)func.insertArgument(index,
+                                PtrType::get(ctx, IntegerType::get(ctx, 8)),
+                                DictionaryAttr::get(ctx), func.getLoc());
+      mapScratch = func.getArgument(index);
+    }
+    auto bytes =
+        func->getAttrOfType<IntegerAttr>(SageDialect::kGlobalScratchAttrName);
+    int64_t slot = bytes ? bytes.getInt() / MakeTensorMapOp::kBytes : 0;
+    func->setAttr(SageDialect::kGlobalScratchAttrName,
+                  b.getI64IntegerAttr((slot + 1) * MakeTensorMapOp::kBytes));
+    SmallVector<Value> view{load.getPtr(), mapScratch};
+    llvm::append_range(view, load.getStrides());
+    llvm::append_range(view, load.getBounds());
+    setInsertionAfterAll(b, view);
+    return MakeTensorMapOp::create(
+        b, load.getLoc(), TensorMapType::get(load.getContext()), load.getPtr(),
+        load.getStrides(), load.getBounds(), mapScratch,
+        load.getResult().getType().getShape(), contract, slot);
+  }
+
+  /// `operand` of `matmul`, contracted along `contract`, as a K-major
+  /// shared tile. A load whose tile can go straight to shared memory is
+  /// replaced by a copy issued where the load was (so it overlaps the code
+  /// in between); the wait for it is placed before `matmul`.
+  Value toShared(Operation *matmul, Value operand, unsigned contract) {
+    MLIRContext *ctx = matmul->getContext();
+    auto tile = cast<RankedTensorType>(operand.getType());
+    auto encoding = SharedEncodingAttr::get(
+        ctx, /*swizzle=*/0, tile.getElementTypeBitWidth(), contract);
+    auto type = SharedTileType::get(ctx, tile.getShape(), tile.getElementType(),
+                                    encoding);
+    auto load = operand.getDefiningOp<LoadOp>();
+    std::optional<CopyUse> use;
+    if (load && cpAsync)
+      use = asyncCopyUse(load);
+    if (!use) {
+      // Stored once, right where the tile is defined: a tile from outside a
+      // loop is not stored again every iteration, and one tile feeding
+      // several matmuls the same way is stored once.
+      Value &stored = storedTiles[{operand, type}];
+      if (stored)
+        return stored;
+      OpBuilder b(matmul->getContext());
+      if (Operation *def = operand.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(operand).getOwner());
+      stored = LocalAllocOp::create(b, operand.getLoc(), type, operand,
+                                    IntegerAttr());
+      return stored;
+    }
+    Location loc = load.getLoc();
+    if (tma && kernel && canCopyWithTma(load, *use)) {
+      Value map = buildTensorMap(load, contract);
+      OpBuilder b(load);
+      Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
+      auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});
+      Value bar =
+          LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
+      MbarrierInitOp::create(b, loc, bar, 1);
+      TmaLoadOp::create(b, loc, map, load.getOffsets()[1 - contract],
+                        load.getOffsets()[contract], bar, buffer);
+      b.setInsertionPoint(matmul);
+      Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+      MbarrierWaitOp::create(b, loc, bar, phase);
+      // Its bytes are free again once every thread has waited: after the
+      // matmul, where the barrier that orders the operand reads does.
+      b.setInsertionPointAfter(matmul);
+      MbarrierInvalOp::create(b, loc, bar);
+      replacedLoads.push_back(load);
+      return buffer;
+    }
+    OpBuilder b(load);
+    Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
+    AsyncCopyOp::create(b, loc, load.getPtr(), load.getOffsets(),
+                        load.getStrides(), load.getBounds(), buffer);
+    auto commit = AsyncCommitGroupOp::create(b, loc);
+    // Groups committed after this one may stay in flight.
+    int32_t newer = 0;
+    for (Operation *op = commit->getNextNode(); op && op != matmul;
+         op = op->getNextNode())
+      newer += isa<AsyncCommitGroupOp>(op);
+    b.setInsertionPoint(matmul);
+    // One wait serves the copies of both operands.
+    auto previous = dyn_cast_or_null<AsyncWaitOp>(matmul->getPrevNode());
+    if (!previous)
+      AsyncWaitOp::create(b, loc, newer);
+    else if (previous.getPending() > uint32_t(newer))
+      previous.setPending(newer);
+    replacedLoads.push_back(load);
+    return buffer;
+  }
+};
+
+/// `value` in `type`'s encoding (a conversion when it differs).
+Value withEncoding(OpBuilder &b, Location loc, Value value,
+                   RankedTensorType type) {
+  if (value.getType() == type)
+    return value;
+  return ConvertLayoutOp::create(b, loc, type, value);
+}
+
+/// A scale tile as the `dim` slice of the result's encoding, oriented along
+/// the result's dimension `1 - dim` (rows for dim 1), then broadcast over
+/// the result. `along` is the scale's dimension that runs over those result
+/// indices.
+Value broadcastScale(OpBuilder &b, Location loc, Value scale,
+                     RankedTensorType result, unsigned dim) {
+  auto type = cast<RankedTensorType>(scale.getType());
+  auto resultType = RankedTensorType::get(result.getShape(), b.getF32Type(),
+                                          result.getEncoding());
+  if (type.getNumElements() != 1) {
+    auto parent = cast<DistributedEncodingAttrInterface>(result.getEncoding());
+    SmallVector<int64_t> shape(result.getShape());
+    shape[dim] = 1;
+    auto sliced = RankedTensorType::get(
+        shape, b.getF32Type(),
+        SliceEncodingAttr::get(b.getContext(), dim, parent));
+    if (type.getDimSize(dim) != 1) // a row where a column is needed, or back
+      scale = TransOp::create(b, loc, sliced, scale);
+    scale = withEncoding(b, loc, scale, sliced);
+  }
+  return BroadcastOp::create(b, loc, resultType, scale);
+}
+
+template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
+  MmaKind kind = *op.getMma();
+  Location loc = op.getLoc();
+  RankedTensorType result = op.getResult().getType();
+  auto mma = cast<MmaEncodingAttr>(result.getEncoding());
+  unsigned lc = op.getLhsContractDim(), rc = op.getRhsContractDim();
+  Type elem = op.getLhs().getType().getElementType();
+  MLIRContext *ctx = op.getContext();
+
+  Value lhs;
+  if (kind == MmaKind::WgmmaRegA) {
+    OpBuilder b(op);
+    auto tile = op.getLhs().getType();
+    auto encoding = DotOperandEncodingAttr::get(
+        ctx, 0, mma, tile.getElementTypeBitWidth(), /*sigma16=*/false);
+    auto fragments =
+        RankedTensorType::get(tile.getShape(), tile.getElementType(), encoding);
+    // A renaming of registers stays a conversion; anything else goes
+    // through a K-major shared tile, read back a 32-bit word per fragment
+    // register (cheaper than a shuffle per byte).
+    std::optional<layout::LinearLayout> from = getLinearLayout(tile);
+    std::optional<layout::LinearLayout> to = getLinearLayout(fragments);
+    if (from && to &&
+        layout::classifyConversion(*from, *to) ==
+            layout::ConversionKind::InThread)
+      lhs = withEncoding(b, loc, op.getLhs(), fragments);
+    else
+      lhs = LocalLoadOp::create(b, loc, fragments,
+                                promoter.toShared(op, op.getLhs(), lc));
+  } else {
+    lhs = promoter.toShared(op, op.getLhs(), lc);
+  }
+  Value rhs = promoter.toShared(op, op.getRhs(), rc);
+
+  OpBuilder b(op);
+  bool isInt = elem.isInteger(8);
+  Type accElem = isInt ? Type(b.getI32Type()) : Type(b.getF32Type());
+  auto accType = RankedTensorType::get(result.getShape(), accElem, mma);
+  Value zero = arith::ConstantOp::create(
+      b, loc, accType, DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
+  Value product = DotOp::create(b, loc, accType, lhs, rhs, zero, lc, rc);
+  Value value = product;
+  if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
+    value = arith::SIToFPOp::create(b, loc, result, product);
+    Value sa = broadcastScale(b, loc, op.getLhsScale(), result, /*dim=*/1);
+    Value sb = broadcastScale(b, loc, op.getRhsScale(), result, /*dim=*/0);
+    value = arith::MulFOp::create(b, loc, value,
+                                  arith::MulFOp::create(b, loc, sa, sb));
+  }
+  if (op.getAcc())
+    value = arith::AddFOp::create(b, loc, op.getAcc(), value);
+  op.getResult().replaceAllUsesWith(value);
+  op.erase();
+  for (Operation *load : promoter.replacedLoads)
+    load->erase();
+  promoter.replacedLoads.clear();
+}
+
+struct PromoteOperandsPass
+    : public sagegpu::impl::SageGPUPromoteOperandsBase<PromoteOperandsPass> {
+  using SageGPUPromoteOperandsBase::SageGPUPromoteOperandsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<TargetInfo> info = SageDialect::getTarget(module);
+    bool cpAsync = info && info->hasCpAsync();
+    bool tma = cpAsync && info->hasTma() &&
+               ptxVersion >= static_cast<int>(TargetInfo::kTmaMinPtxVersion);
+    WalkResult walk = module.walk([&](FunctionOpInterface func) {
+      Promoter promoter;
+      promoter.func = func;
+      promoter.cpAsync = cpAsync;
+      promoter.tma = tma;
+      promoter.kernel = func->hasAttr(SageDialect::kKernelAttrName);
+      SmallVector<Operation *> matmuls;
+      func.walk([&](Operation *op) {
+        if (isa<QMatmulOp, MatmulOp>(op))
+          matmuls.push_back(op);
+      });
+      for (Operation *op : matmuls) {
+        if (!mmaOf(op) || !isa_and_nonnull<MmaEncodingAttr>(
+                              cast<RankedTensorType>(op->getResult(0).getType())
+                                  .getEncoding())) {
+          op->emitOpError("needs its instruction (sage-select-mma) and its "
+                          "accumulator encoding (sagegpu-assign-layouts)");
+          return WalkResult::interrupt();
+        }
+        if (auto q = dyn_cast<QMatmulOp>(op))
+          promote(q, promoter);
+        else
+          promote(cast<MatmulOp>(op), promoter);
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

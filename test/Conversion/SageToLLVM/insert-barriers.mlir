@@ -1,0 +1,113 @@
+// sagegpu-insert-barriers orders shared-memory accesses of different
+// threads: a barrier before an access that overlaps an earlier one since
+// the last barrier where either writes.
+// RUN: sage-opt %s --split-input-file --sagegpu-insert-barriers | FileCheck %s
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// Stores to disjoint tiles need nothing; a read of stored bytes waits for
+// every writer.
+// CHECK-LABEL: func.func @raw
+// CHECK: sagegpu.local_alloc %{{.*}} {offset = 0 : i64}
+// CHECK-NEXT: sagegpu.local_alloc %{{.*}} {offset = 8192 : i64}
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NOT: fence_async
+// CHECK-NEXT: sagegpu.dot
+func.func @raw(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>) -> tensor<64x64xi32, #mma> {
+  %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %b = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 8192 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  return %d : tensor<64x64xi32, #mma>
+}
+
+// wgmma reads through the async proxy: the barrier also fences.
+// CHECK-LABEL: func.func @async_proxy
+// CHECK: sagegpu.local_alloc
+// CHECK-NEXT: sagegpu.barrier {fence_async}
+// CHECK-NEXT: sagegpu.dot
+func.func @async_proxy(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  return %d : tensor<64x64xi32, #wgmma>
+}
+
+// A tile stored before the loop and read in it: one barrier before the
+// loop. A tile read and then rewritten on the next trip: one barrier in the
+// loop, between the last read and the store (the end of a trip meets the
+// start of the next).
+// CHECK-LABEL: func.func @loop
+// CHECK: sagegpu.local_alloc {offset = 8192 : i64}
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_store
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NOT: sagegpu.barrier
+// CHECK: scf.yield
+func.func @loop(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>, %n: index) -> tensor<64x64xi32, #mma> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %q = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %k = sagegpu.local_alloc {offset = 8192 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xi32, #mma>) {
+    sagegpu.local_store %t, %k : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+    %d = sagegpu.dot %q, %k, %acc contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+    scf.yield %d : tensor<64x64xi32, #mma>
+  }
+  return %r : tensor<64x64xi32, #mma>
+}
+
+// TMA: thread 0 arms the mbarrier it initialised (no barrier); everyone
+// passes a barrier before waiting on it; the box is visible after the
+// wait; the mbarrier is released after a barrier.
+// CHECK-LABEL: func.func @tma
+// CHECK: sagegpu.mbarrier_init
+// CHECK-NEXT: sagegpu.tma_load
+// CHECK: sagegpu.barrier
+// CHECK-NEXT: sagegpu.mbarrier_wait
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.mbarrier_inval
+func.func @tma(%map: !sage.tensor_map, %i: i64, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  %a = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %bar = sagegpu.local_alloc {offset = 8192 : i64} !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %bar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.tma_load %map[%i, %i], %bar into %a : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #shared>
+  %phase = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
+  return %d : tensor<64x64xi32, #wgmma>
+}
+
+// Op scratch counts like a tile: two reductions through the same bytes are
+// separated, and so is a branch's write from the read after it.
+// CHECK-LABEL: func.func @scratch
+// CHECK: sage.reduce
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sage.reduce
+func.func @scratch(%x: tensor<64x64xf32, #mma>) -> (tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>, tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>) {
+  %m = sage.reduce max %x axis 0 {sagegpu.scratch_offset = 0 : i64} : tensor<64x64xf32, #mma> -> tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>
+  %s = sage.reduce sum %x axis 0 {sagegpu.scratch_offset = 0 : i64} : tensor<64x64xf32, #mma> -> tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>
+  return %m, %s : tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>, tensor<1x64xf32, #sagegpu.slice<dim = 0, parent = #mma>>
+}
+
+// CHECK-LABEL: func.func @branch
+// CHECK: scf.if
+// CHECK-NEXT: sagegpu.local_store
+// CHECK: }
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_load
+func.func @branch(%c: i1, %t: tensor<64x128xi8, #blocked>) -> tensor<64x128xi8, #blocked> {
+  %a = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  scf.if %c {
+    sagegpu.local_store %t, %a : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  }
+  %r = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  return %r : tensor<64x128xi8, #blocked>
+}
+}
