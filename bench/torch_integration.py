@@ -1,7 +1,8 @@
 """sage in the PyTorch ecosystem, on the GPU: torch.compile, CUDA graphs,
 Hugging Face transformers, peak memory. One run, every check, one table.
 
-    python3 bench/torch_integration.py OUT.json OUT.md [--steps 50] [--quick]
+    python3 bench/torch_integration.py OUT.json OUT.md [--steps 50] [--only NAMES]
+        [--seed 0] [--seeds 4,5,6,7]
 
 Checks (each PASS/FAIL with its numbers):
 
@@ -13,12 +14,14 @@ Checks (each PASS/FAIL with its numbers):
 * ``cuda-graph``: a manual ``torch.cuda.graph`` capture of fwd+bwd, replayed on
   new inputs vs eager on them; nothing compiled during the capture;
 * ``llama``/``qwen3`` training: 50 steps on one fixed batch with
-  ``attn_implementation="sage"`` vs the SDPA twin (same weights, same data):
-  the run must learn (end below the batch's bigram bound, which only attention
-  can beat), and sage's loss drift must stay within the noise floor that the
-  *exact twins* (SDPA pinned to its math, flash and efficient backends)
-  measure, scaled by how much more sage perturbs each step's gradient (see
-  ``bigram_bound``, ``gradient_perturbations`` and ``tracking_verdict``);
+  ``attn_implementation="sage"`` vs the SDPA twin (same weights, same data),
+  at each of several seeds (``--seeds``, default 4-7): every run must learn
+  (end below the batch's bigram bound, which only attention can beat), and
+  sage's loss drift must stay within the noise floor that the *exact twins*
+  (SDPA pinned to its math, flash and efficient backends) measure, scaled by
+  how much more sage perturbs each step's gradient, pooled over the seeds
+  (see ``bigram_bound``, ``gradient_perturbations``, ``tracking_verdict``
+  and ``pooled_verdict``);
 * ``generate``: greedy tokens vs SDPA's until the first near tie;
 * ``memory``: peak memory of fwd+bwd vs cuDNN SDPA at B1 H16 N16K, D 64 and 128.
 
@@ -48,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, markdown_table, write_outputs  # noqa: E402
 
 DEVICE = "cuda"
-QUIET = ("trace", "curves", "rule", "perturbations_per_step")  # in the JSON, not in the printed lines
+# In the JSON, not in the printed lines:
+QUIET = ("trace", "curves", "rule", "perturbations_per_step", "per_seed")
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -198,9 +202,29 @@ def hf_twins(kind: str):
 # batches; Llama then fell only to 0.69x its initial loss in 50 steps.)
 VOCAB = 512
 TRAIN_SHAPE = (4, 256)  # batch, tokens
-# The seed of the random weights and of the batch (--seed): other seeds are
-# other realisations of the same check (the record's verdict is seed 0's).
+# The seed of the random weights and of the batch, read at call time: --seed
+# for the checks that build a model outside training (explain, generate), and
+# set to each of TRAIN_SEEDS in turn by check_training (see pooled_verdict).
 SEED = 0
+# The training check's seeds (--seeds), pre-registered on 2026-11-23 before
+# any run at them: seeds 0-3 had been run (2026-11-23 exact-twins record) and
+# their outcomes were known, so they are not part of the verdict.
+TRAIN_SEEDS = (4, 5, 6, 7)
+
+
+class seeded:
+    """``with seeded(n):`` sets SEED to ``n`` and restores it after."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __enter__(self):
+        global SEED
+        self.saved, SEED = SEED, self.seed
+
+    def __exit__(self, *exc):
+        global SEED
+        SEED = self.saved
 
 
 def train_batch(device: str | torch.device | None = None) -> torch.Tensor:
@@ -335,8 +359,18 @@ def check_explain_model() -> dict[str, Any]:
             "reasons": [str(r.reason) for r in explanation.break_reasons][:3]}
 
 
-EARLY_STEPS = 10      # the first steps, before trajectories amplify differences ...
-EARLY_ABS = 0.01      # ... must agree within 1% of the initial loss
+# The first steps: their largest drift is recorded for sage and for each exact
+# twin, for information. It is no criterion. Until 2026-11-23 it was one (sage
+# within 1% of the initial loss in the first 10 steps), kept from a check that
+# cycled four batches, where the descent came later. On one memorised batch the
+# steepest descent starts around step 8, and exact attention fails that 1%
+# itself (2026-11-23 exact-twins record: Llama seed 2, the MATH and FLASH twins
+# drift 2.73% and 3.03% in the first 10 steps; Qwen3 seed 3, MATH 1.42%). An
+# absolute number is not a noise floor, and the bar (tracking_verdict) already
+# covers every step, the first 10 included.
+EARLY_STEPS = 10
+# A single seed may exceed its bar by at most this factor (pooled_verdict).
+SEED_BAR_LIMIT = 2.0
 
 
 def drift(curve: list[float], reference: list[float]) -> list[float]:
@@ -381,17 +415,21 @@ def tracking_verdict(sage_curve: list[float], sdpa_curve: list[float],
     the drift that the kernels' measured accuracy accounts for, taken at the
     largest drift per unit of perturbation that exact attention showed.
 
-    PASS requires all of:
+    One seed's verdict. ``invalid`` lists what makes the seed fail outright
+    (pooled_verdict fails on any of them):
 
-    * the run learns: the sage and SDPA twins' last losses are below
-      ``learn_bound`` (``bigram_bound`` of the batch: below it the model
+    * the run does not learn: the sage and SDPA twins' last losses must be
+      below ``learn_bound`` (``bigram_bound`` of the batch: below it the model
       predicts from context, which only attention provides);
-    * the first ``EARLY_STEPS`` steps agree within ``EARLY_ABS`` (1%) of the
-      initial loss: before the curves carry differences far, sage's own error
-      must be small (this also bounds eps_sage: a gradient error well beyond
-      the kernels' accuracy parts the curves within a few steps);
-    * sage's largest drift <= bar (at least one exact twin ran, with its
-      perturbation measured).
+    * no bar: no exact twin ran with its perturbation measured, sage's
+      perturbation was not measured, or every exact twin equals the SDPA twin
+      bit for bit.
+
+    ``reasons`` is ``invalid`` plus, if sage's largest drift exceeds the bar,
+    by how much; ``pass`` (no reasons) is the single-seed rule, for the
+    record: the check's verdict is pooled_verdict's over several seeds. The
+    first ``EARLY_STEPS`` steps' largest drifts are recorded, not judged (see
+    EARLY_STEPS).
 
     Drift at a step is |loss - SDPA twin's loss| as a fraction of the SDPA
     twin's initial loss."""
@@ -409,6 +447,7 @@ def tracking_verdict(sage_curve: list[float], sdpa_curve: list[float],
         twin = drift(curve, sdpa_curve)
         scale = max(1.0, eps_sage / eps) if eps_sage is not None and eps > 0 else 1.0
         floors[name] = {"drift_max": max(twin), "drift_mean": sum(twin) / len(twin),
+                        "drift_max_first_steps": max(twin[:EARLY_STEPS]),
                         "perturbation": eps, "scale": scale, "bar": max(twin) * scale,
                         "identical_to_sdpa": curve == sdpa_curve}
     if eps_sage is None:
@@ -436,16 +475,72 @@ def tracking_verdict(sage_curve: list[float], sdpa_curve: list[float],
     if not learns:
         reasons.append(f"does not learn: last losses sage {sage_curve[-1]:.4g}, SDPA "
                        f"{sdpa_curve[-1]:.4g}, bound {learn_bound:.4g}")
-    if early > EARLY_ABS:
-        reasons.append(f"first {EARLY_STEPS} steps drift {early:.2%} > {EARLY_ABS:.0%}")
+    out["invalid"] = list(reasons)
     if bar and max(sage_drift) > bar:
         reasons.append(f"drift {max(sage_drift):.2%} > bar {bar:.2%}")
     out["pass"] = not reasons
     out["reasons"] = reasons
-    out["rule"] = (f"last losses below the batch's bigram bound; first {EARLY_STEPS} steps "
-                   f"within {EARLY_ABS:.0%} of the initial loss; max drift <= max over exact "
-                   "twins of (twin's max drift x max(1, sage's gradient perturbation / "
-                   "twin's))")
+    out["rule"] = ("one seed: last losses below the batch's bigram bound; max drift <= "
+                   "max over exact twins of (twin's max drift x max(1, sage's gradient "
+                   "perturbation / twin's))")
+    return out
+
+
+POOLED_RULE = (
+    "over the seeds: at every seed the run learns (sage's and the SDPA twin's last "
+    "losses below the batch's bigram bound) and has a bar (an exact twin ran, "
+    "perturbations measured, not bit-identical to the SDPA twin); at no seed sage's "
+    f"max drift exceeds {SEED_BAR_LIMIT:g}x that seed's bar; the sum over the seeds of "
+    "sage's max drift is at most the sum of the bars. No absolute early-steps criterion "
+    "(exact attention fails the old 1%-in-10-steps one).")
+
+
+def pooled_verdict(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The training check's verdict for one model over several seeds
+    (TRAIN_SEEDS): ``per_seed`` maps each seed to its ``tracking_verdict``
+    (with the check's extra fields), or to ``{"error": text}`` if its
+    training raised.
+
+    Why pooled. One seed measures the bar loosely: the exact twins' drift is
+    one realisation of rounding noise, and at seeds 0-3 the bar varied 7x
+    (3.4% to 23% for Llama). Summing over seeds averages that out, and the
+    per-seed limit keeps one seed from hiding a gross excess behind the
+    others. The rule (POOLED_RULE), pre-registered before any run at seeds
+    4-7, PASSES if all of:
+
+    * no seed raised, and every seed is valid (its ``invalid`` is empty: the
+      run learns and a bar was measured);
+    * at every seed, sage's largest drift <= SEED_BAR_LIMIT (2) x its bar;
+    * sum over seeds of sage's largest drift <= sum over seeds of the bars."""
+    reasons: list[str] = []
+    summary: dict[int, dict[str, Any]] = {}
+    if not per_seed:
+        reasons.append("no seed ran")
+    for seed, result in per_seed.items():
+        if "error" in result:
+            reasons.append(f"seed {seed}: {result['error']}")
+            continue
+        reasons += [f"seed {seed}: {text}" for text in result["invalid"]]
+        drift_max, bar = result["sage_vs_sdpa_max"], result["bar"]
+        summary[seed] = {"drift": drift_max, "bar": bar,
+                         "ratio": drift_max / bar if bar else None,
+                         "first_steps": result["sage_vs_sdpa_max_first_steps"],
+                         "learns": result["learns"]}
+        if bar and drift_max > SEED_BAR_LIMIT * bar:
+            reasons.append(f"seed {seed}: drift {drift_max:.2%} > {SEED_BAR_LIMIT:g}x bar "
+                           f"{bar:.2%} ({drift_max / bar:.2f}x)")
+    out: dict[str, Any] = {"seeds": list(per_seed), "seed_summary": summary}
+    if per_seed and len(summary) == len(per_seed) and all(s["bar"] for s in summary.values()):
+        drifts = sum(s["drift"] for s in summary.values())
+        bars = sum(s["bar"] for s in summary.values())
+        out.update(pooled_drift=drifts, pooled_bar=bars, pooled_ratio=drifts / bars,
+                   max_seed_ratio=max(s["ratio"] for s in summary.values()))
+        if drifts > bars:
+            reasons.append(f"pooled over seeds {', '.join(map(str, per_seed))}: drifts sum "
+                           f"to {drifts:.2%} > bars' {bars:.2%} ({drifts / bars:.2f}x)")
+    out["pass"] = not reasons
+    out["reasons"] = reasons
+    out["rule"] = POOLED_RULE
     return out
 
 
@@ -468,14 +563,35 @@ def sdpa_kernels_used(model) -> list[str]:
         return [f"unknown ({type(error).__name__}: {error})"[:200]]
 
 
-def check_training(kind: str, steps: int) -> dict[str, Any]:
+def check_training(kind: str, steps: int, seeds=None) -> dict[str, Any]:
+    """The training check at each of ``seeds`` (default TRAIN_SEEDS), judged
+    by pooled_verdict; each seed's own result is under ``per_seed``."""
+    per_seed: dict[int, dict[str, Any]] = {}
+    for i, seed in enumerate(TRAIN_SEEDS if seeds is None else seeds):
+        with seeded(seed):
+            try:
+                per_seed[seed] = check_training_seed(kind, steps, profile=i == 0)
+            except Exception as error:  # one seed's crash is that seed's FAIL
+                per_seed[seed] = {"error": f"{type(error).__name__}: {error}"[:600],
+                                  "trace": traceback.format_exc()[-1500:]}
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return {**pooled_verdict(per_seed), "per_seed": per_seed}
+
+
+def check_training_seed(kind: str, steps: int, profile: bool = True) -> dict[str, Any]:
+    """One seed (SEED) of the training check: every twin trained, the
+    perturbations probed, tracking_verdict's numbers."""
     models = hf_models(kind, 2 + len(EXACT_TWINS))
     sage_model, sdpa_model, exact_models = models[0], models[1], models[2:]
     # Which kernels torch's SDPA choice runs, measured on a throwaway copy so
-    # that the twins' weights stay untouched.
-    probe = hf_twins(kind)[1]
-    kernels = sdpa_kernels_used(probe)
-    del probe
+    # that the twins' weights stay untouched (the first seed only: the same
+    # shapes at every seed).
+    kernels: list[str] = []
+    if profile:
+        probe = hf_twins(kind)[1]
+        kernels = sdpa_kernels_used(probe)
+        del probe
     sage_curve, _ = train(sage_model, steps)
     # The SDPA twin (torch's choice: cuDNN's fused kernel on the H100); along
     # its trajectory, the per-step perturbation of sage and of each exact twin.
@@ -495,7 +611,7 @@ def check_training(kind: str, steps: int) -> dict[str, Any]:
     bound = bigram_bound(train_batch())
     verdict = tracking_verdict(sage_curve, sdpa_curve, exact_curves, perturbations, bound)
     picks = sorted({0, 1, 4, 9, 14, 19, 24, 29, 39, steps - 1} & set(range(steps)))
-    return {**verdict,
+    return {**verdict, "seed": SEED,
             "exact_twins_failed": failed,
             "sdpa_twin_kernels": kernels,
             "steps_shown": picks,
@@ -583,10 +699,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--only", default="", help="comma-separated check names")
     parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the transformers models' weights and training batch")
+                        help="seed of the transformers models' weights and batch in the "
+                             "explain and generate checks")
+    parser.add_argument("--seeds", default=",".join(map(str, TRAIN_SEEDS)),
+                        help="comma-separated seeds of the training check, judged pooled "
+                             "(default: the pre-registered 4,5,6,7)")
     args = parser.parse_args()
     global SEED
     SEED = args.seed
+    seeds = [int(s) for s in args.seeds.split(",") if s]
     sage_hf.register()
     checks: dict[str, Callable[[], dict[str, Any]]] = {
         "opcheck": check_opcheck,
@@ -595,8 +716,10 @@ def main() -> int:
         "compile (reduce-overhead)": lambda: check_compile("reduce-overhead"),
         "cuda-graph (manual capture)": check_cuda_graph,
         "explain (tiny Llama)": check_explain_model,
-        "train llama (sage vs sdpa, exact twins)": lambda: check_training("llama", args.steps),
-        "train qwen3 (sage vs sdpa, exact twins)": lambda: check_training("qwen3", args.steps),
+        "train llama (sage vs sdpa, exact twins, pooled seeds)":
+            lambda: check_training("llama", args.steps, seeds),
+        "train qwen3 (sage vs sdpa, exact twins, pooled seeds)":
+            lambda: check_training("qwen3", args.steps, seeds),
         "generate llama": lambda: check_generate("llama", args.steps),
         "generate qwen3": lambda: check_generate("qwen3", args.steps),
         "memory d=128": lambda: check_memory(128),
@@ -604,7 +727,7 @@ def main() -> int:
     }
     only = [s for s in args.only.split(",") if s]
     results: dict[str, Any] = {"environment": environment(), "sage": sage.__version__,
-                               "seed": SEED,
+                               "seed": SEED, "train_seeds": seeds,
                                "sage_path": str(Path(sage.__file__).parent), "checks": {}}
     for name, check in checks.items():
         if only and not any(s in name for s in only):
