@@ -28,7 +28,10 @@ from sage.kernels.sagebwd.launch import Tiles, default_tiles  # noqa: E402
 from sage.kernels.sagebwd.torch_ops import forward  # noqa: E402
 
 PLANS = {"default": None, "wgmma-128x64x8": Tiles(128, 64, 8),
-         "wgmma-64x64x4": Tiles(64, 64, 4)}
+         "wgmma-64x64x4": Tiles(64, 64, 4),
+         # The backward's D=128 blocks (64 x 32) with the forward on one
+         # warpgroup.
+         "wgmma-64x32x4": Tiles(64, 32, 4)}
 
 
 def study(d: int, n: int = 4096, batch: int = 4, heads: int = 32) -> list[dict[str, Any]]:

@@ -39,6 +39,9 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   sagegpu::SageGPUPromoteOperandsOptions promote;
   promote.ptxVersion = options.ptxVersion;
   pm.addPass(sagegpu::createSageGPUPromoteOperands(promote));
+  // The epilogues' scale conversions of loop-invariant tiles leave the
+  // loop; conversions and transposes of loads become loads.
+  pm.addPass(createLoopInvariantCodeMotionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createSageGPUAllocateSharedMemory());

@@ -11,7 +11,7 @@ import pytest
 from sage.kernels.sagebwd import interpreted
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, Shape, Tiles,
                                          backward_buffers, forward_buffers, forward_sequence,
-                                         runtime_args, runtime_params, stride_args,
+                                         runtime_args, runtime_params, scalar_args, stride_args,
                                          strided_params)
 from sage.reference import to_bf16
 from sage.reference.sagebwd import SageBwdConfig
@@ -61,7 +61,7 @@ def test_every_kernel_argument_has_a_source():
     """The drivers' value mappings cover every runtime parameter (by name)."""
     shape, tiles = Shape(1, 2, 1, 10, 12, 64), Tiles(64, 64, 8)
     names = set(forward_buffers(shape, tiles, True)) | set(backward_buffers(shape, tiles, True))
-    names |= {"q", "k", "v", "o", "do", "N", "N_KV", "H", "H_KV", "qk_scale", "sm_scale"}
+    names |= {"q", "k", "v", "o", "do"} | set(scalar_args(shape, 0.125))
     for tensor in ("q", "k", "v", "o", "do"):
         names |= set(stride_args(tensor, (1, 2, 3)))
     for name in forward_sequence(True) + BACKWARD_SEQUENCE:

@@ -37,6 +37,7 @@ int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 struct AllocateSharedMemoryPass
     : public sage::impl::SageGPUAllocateSharedMemoryBase<
           AllocateSharedMemoryPass> {
+  using SageGPUAllocateSharedMemoryBase::SageGPUAllocateSharedMemoryBase;
   void runOnOperation() override {
     getOperation().walk([&](FunctionOpInterface func) { allocate(func); });
   }
@@ -83,6 +84,14 @@ struct AllocateSharedMemoryPass
       }
     });
 
+    // Disjoint bytes for everything when they fit the budget: reusing
+    // bytes only adds barriers (every reuse is a write after another
+    // thread's read). Above it, buffers share by liveness.
+    int64_t disjoint = 0;
+    for (const Buffer &buf : buffers)
+      disjoint = alignUp(disjoint, buf.alignment) + buf.bytes;
+    bool reuse = disjoint > reuseAbove;
+
     // Largest first; each takes the lowest offset clear of the placed
     // buffers it is live with.
     llvm::stable_sort(buffers, [](const Buffer &a, const Buffer &b) {
@@ -93,7 +102,8 @@ struct AllocateSharedMemoryPass
       Buffer &buf = buffers[i];
       SmallVector<std::pair<int64_t, int64_t>> taken;
       for (size_t j = 0; j < i; ++j)
-        if (buffers[j].first <= buf.last && buf.first <= buffers[j].last)
+        if (!reuse ||
+            (buffers[j].first <= buf.last && buf.first <= buffers[j].last))
           taken.push_back(
               {buffers[j].offset, buffers[j].offset + buffers[j].bytes});
       llvm::sort(taken);

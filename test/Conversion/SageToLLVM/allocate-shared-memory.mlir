@@ -2,7 +2,8 @@
 // last use (a use inside a loop keeps them for the whole loop); buffers
 // whose lives overlap get disjoint bytes, others share; op scratch lives
 // while its op runs.
-// RUN: sage-opt %s --sagegpu-allocate-shared-memory | FileCheck %s
+// RUN: sage-opt %s --sagegpu-allocate-shared-memory=reuse-above=0 | FileCheck %s
+// RUN: sage-opt %s --sagegpu-allocate-shared-memory | FileCheck %s --check-prefix=OWN
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #shared = #sagegpu.shared<swizzle = 0, bits = 8>
@@ -20,6 +21,10 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // The reduction's scratch is live only while it runs: it reuses K's bytes
 // (dead once the first dot has read it).
 // CHECK: sage.reduce max %{{.*}} axis 0 {sagegpu.scratch_offset = 8192 : i64}
+// Under the budget (48 KiB by default) nothing shares bytes.
+// OWN-LABEL: func.func @liveness
+// OWN-SAME: sage.shared_memory = 25600
+// OWN: sage.reduce max %{{.*}} axis 0 {sagegpu.scratch_offset = 24576 : i64}
 func.func @liveness(%q: tensor<64x128xi8, #blocked>, %k: tensor<64x128xi8, #blocked>,
                     %v: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>,
                     %n: index) -> tensor<64x64xi32, #mma> {

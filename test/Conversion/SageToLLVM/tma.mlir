@@ -30,22 +30,25 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: tensormap.cp_fenceproxy
 // CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;"
 // CHECK: "@$0 fence.mbarrier_init.release.cluster;"
-// The box lands where the maps were assembled: a barrier first.
-// CHECK: nvvm.barrier0
+// Nothing else uses the box's bytes: no barrier first.
+// CHECK-NOT: nvvm.barrier0
 // CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
 // CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];
 // Thread 0 sets up the second mbarrier right after the first.
 // CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.init
 // CHECK: cp.async.bulk.tensor.3d
-// CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
-// Every thread passes the second initialisation before waiting on it.
+// Every thread passes both initialisations before waiting.
 // CHECK: nvvm.barrier0
+// CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
+// CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async
-// CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
+// Every thread is done waiting before thread 0 releases the mbarriers.
 // CHECK: nvvm.barrier0
+// CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
+// CHECK-NOT: nvvm.barrier0
 // CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
 func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi32, #mma>,
               %scratch: !sage.ptr<i8>) -> tensor<64x64xi32, #mma>

@@ -40,14 +40,28 @@ func.func @folds(%a: tensor<64x64xf32, #mma>) -> (tensor<64x64xf32, #mma>, tenso
   return %0, %2 : tensor<64x64xf32, #mma>, tensor<64x64xf32, #blocked>
 }
 
+// A conversion or a transpose of a load used once is the load itself, in
+// the new encoding or of the transposed view.
+// FOLD-LABEL: func.func @loads
+// FOLD-NEXT: %[[C:.*]] = sage.load %arg0[%arg1, %arg2] strides[%arg1, %arg2] bounds[%arg1, %arg2] : !sage.ptr<f32> -> tensor<64x1xf32, #{{.*}}>
+// FOLD-NEXT: %[[T:.*]] = sage.load %arg0[%arg2, %arg1] strides[%arg2, %arg1] bounds[%arg2, %arg1] : !sage.ptr<f32> -> tensor<1x64xf32, #{{.*}}>
+// FOLD-NEXT: return %[[C]], %[[T]]
+func.func @loads(%p: !sage.ptr<f32>, %i: i64, %j: i64) -> (tensor<64x1xf32, #slice>, tensor<1x64xf32, #blocked>) {
+  %0 = sage.load %p[%i, %j] strides [%i, %j] bounds [%i, %j] : !sage.ptr<f32> -> tensor<64x1xf32, #blocked>
+  %1 = sagegpu.convert_layout %0 : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #slice>
+  %2 = sage.load %p[%i, %j] strides [%i, %j] bounds [%i, %j] : !sage.ptr<f32> -> tensor<64x1xf32, #blocked>
+  %3 = sagegpu.trans %2 : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #blocked>
+  return %1, %3 : tensor<64x1xf32, #slice>, tensor<1x64xf32, #blocked>
+}
+
 // Operand and shared encodings.
 // CHECK-LABEL: func.func @operands
 // CHECK-SAME: tensor<64x64xi8, #[[$A]]>, %{{.*}}: tensor<64x32xf16, #[[$B]]>
-// CHECK-SAME: tensor<64x128xi8, #[[$SH]]>, %{{.*}}: tensor<128x64xf16, #[[$SH0]]>
+// CHECK-SAME: !sagegpu.smem<64x128xi8, #[[$SH]]>, %{{.*}}: !sagegpu.smem<128x64xf16, #[[$SH0]]>
 func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bits = 8, sigma16 = true>>,
                     %b: tensor<64x32xf16, #sagegpu.dot_op<1, parent = #mma, bits = 16>>,
-                    %s: tensor<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>,
-                    %t: tensor<128x64xf16, #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>>) {
+                    %s: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>,
+                    %t: !sagegpu.smem<128x64xf16, #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>>) {
   return
 }
 

@@ -34,12 +34,20 @@ def SageGPUAllocateSharedMemory
     (a use inside a loop or branch keeps it live across that whole op); ops
     that exchange data between threads through shared memory (cross-warp
     reductions, layout conversions and transposes that need it, tensor-map
-    assembly) need their scratch only while they run. Buffers whose live
-    ranges overlap get disjoint bytes (largest first, first fit, 128-byte
-    aligned; 1024 for 128-byte swizzles), others share. The pass writes each
-    alloc's `offset`, each op's `sagegpu.scratch_offset` and the kernel's
-    total as `sage.shared_memory` (bytes), which the launcher requests.
+    assembly) need their scratch only while they run. When everything fits
+    in `reuse-above` bytes, every buffer gets bytes of its own: sharing
+    bytes only adds barriers. Otherwise buffers whose live ranges overlap
+    get disjoint bytes (largest first, first fit, 128-byte aligned; 1024 for
+    128-byte swizzles) and others share. The pass writes each alloc's
+    `offset`, each op's `sagegpu.scratch_offset` and the kernel's total as
+    `sage.shared_memory` (bytes), which the launcher requests.
   }];
+  let options = [
+    Option<"reuseAbove", "reuse-above", "int64_t", /*default=*/"49152",
+           "Share bytes between buffers only when giving each its own would "
+           "need more than this many bytes (48 KiB: what a launch gets "
+           "without opting in)">,
+  ];
   let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
 }
 

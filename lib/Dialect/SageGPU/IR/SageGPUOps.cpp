@@ -17,6 +17,56 @@ LogicalResult ConvertLayoutOp::verify() {
   return success();
 }
 
+namespace {
+/// convert_layout(load) -> load in the new encoding: every thread loads the
+/// elements it holds, so the load needs no exchange. Only for a load used
+/// once (other users keep its encoding).
+struct LoadInNewEncoding : public OpRewritePattern<ConvertLayoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvertLayoutOp op,
+                                PatternRewriter &rw) const override {
+    auto load = op.getSource().getDefiningOp<sage::LoadOp>();
+    if (!load || !load->hasOneUse())
+      return failure();
+    rw.replaceOpWithNewOp<sage::LoadOp>(op, op.getResult().getType(),
+                                        load.getPtr(), load.getOffsets(),
+                                        load.getStrides(), load.getBounds());
+    rw.eraseOp(load);
+    return success();
+  }
+};
+
+/// trans(load) -> the load of the transposed view (offsets, strides and
+/// bounds swapped), in the transpose's encoding.
+struct LoadTransposed : public OpRewritePattern<TransOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransOp op,
+                                PatternRewriter &rw) const override {
+    auto load = op.getSource().getDefiningOp<sage::LoadOp>();
+    if (!load || !load->hasOneUse() || load.getOffsets().size() != 2)
+      return failure();
+    auto swap = [](OperandRange r) {
+      return SmallVector<Value>{r[1], r[0]};
+    };
+    rw.replaceOpWithNewOp<sage::LoadOp>(
+        op, op.getResult().getType(), load.getPtr(), swap(load.getOffsets()),
+        swap(load.getStrides()), swap(load.getBounds()));
+    rw.eraseOp(load);
+    return success();
+  }
+};
+} // namespace
+
+void ConvertLayoutOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                  MLIRContext *ctx) {
+  results.add<LoadInNewEncoding>(ctx);
+}
+
+void TransOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *ctx) {
+  results.add<LoadTransposed>(ctx);
+}
+
 OpFoldResult ConvertLayoutOp::fold(FoldAdaptor) {
   // Same type: nothing moves.
   if (getSource().getType() == getResult().getType())

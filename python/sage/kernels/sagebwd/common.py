@@ -73,6 +73,18 @@ def store_rows(ptr, tile, bh, row, rows, D: int, atomic_add: bool = False) -> No
              atomic_add=atomic_add)
 
 
+def store_transposed_rows(ptr, tile, bh, row, rows, stride, D: int) -> None:
+    """Writes a ``BLOCK x D`` tile transposed, as columns ``row ..`` of slice
+    ``bh`` of a ``(X, D, stride)`` tensor (rows past ``rows`` are skipped)."""
+    sl.store(slice_of(ptr, bh, D, stride), tile, (row, 0), (1, stride), (rows, D))
+
+
+def load_transposed_block(ptr, bh, col, cols, stride, BLOCK: int, D: int):
+    """The ``D x BLOCK`` tile of columns ``col ..`` of slice ``bh`` of a ``(X, D,
+    stride)`` tensor (0 past ``cols``)."""
+    return sl.load(slice_of(ptr, bh, D, stride), (D, BLOCK), (0, col), (stride, 1), (D, cols))
+
+
 def load_row_stat(ptr, bh, row, rows, BLOCK: int):
     """A ``BLOCK x 1`` f32 row statistic (LSE, delta) of slice ``bh`` at ``row``."""
     return sl.load(slice_of(ptr, bh, rows, 1), (BLOCK, 1), (row, 0), (1, 0), (rows, 1))

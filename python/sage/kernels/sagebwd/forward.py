@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
-                                         load_block_scale, load_rows, load_scale, load_vector,
-                                         smoothing_bias, store_row_stat, store_strided_rows,
-                                         visible)
+                                         load_block_scale, load_rows, load_scale,
+                                         load_transposed_block, load_vector, smoothing_bias,
+                                         store_row_stat, store_strided_rows, visible)
 
 
-def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
-                    N, N_KV, H, H_KV, stride_ob, stride_oh, stride_on, D: sl.constexpr,
+def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
+                    N, N_KV, H, H_KV, stride_ob, stride_oh, stride_on, stride_vtd,
+                    D: sl.constexpr,
                     BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
                     SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False):
     """O and LSE of one query block.
 
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
-    means); k_q, v_q (B*Hkv, Nkv, D) i8 (K smoothed); *_scale: one f32 per
-    block (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with
+    means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
+    i8, V^ transposed (key-contiguous: the PV operand is copied straight to
+    shared memory); *_scale: one f32 per block (Q and K: one per token with
+    FINE_SCALES). o (B, H, N, D) with
     strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
@@ -57,9 +60,10 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, o, lse,
         p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
         # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
         p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0)
-        vt = load_rows(v_q, kv, col, N_KV, BLOCK_N, D)
+        # Past N_KV the padded columns are 0, and so is P.
+        vt = load_transposed_block(v_qt, kv, col, stride_vtd, stride_vtd, BLOCK_N, D)
         sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
-        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 0), acc=acc * alpha)
+        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha)
     out = acc / l
     store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),
                        out.to(o.dtype.element), row, N, stride_on, D)

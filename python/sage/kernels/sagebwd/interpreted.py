@@ -114,9 +114,11 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
         values[name] = tensor.buffer
         values.update(stride_args(name, tensor.strides))
     _run(forward_sequence(cfg.smooth_k), shape, tiles, cfg, values)
-    saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"],
+    # The INT8 V as (B*Hkv, Nkv, D): a view of the kernels' transposed copy.
+    v_q = buffers["v_qt"][:, :, :shape.n_kv].transpose(0, 2, 1)
+    saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"], v_q=v_q,
                   **{name: buffers[name] for name in ("q_q", "q_scale", "q_mean", "k_q",
-                                                      "k_scale", "k_mean", "v_q", "v_scale",
+                                                      "k_scale", "k_mean", "v_scale",
                                                       "lse")})
     return np.ascontiguousarray(tensors["o"].array), buffers["lse"], saved
 

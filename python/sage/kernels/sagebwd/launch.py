@@ -162,10 +162,22 @@ def stride_args(tensor: str, strides: Strides | tuple[int, int, int]) -> dict[st
             f"stride_{tensor}n": int(row)}
 
 
+#: Rows of the transposed INT8 V (``v_qt``) are padded to this many keys, so
+#: that each row starts 16-byte aligned (cp.async and TMA move 16 bytes).
+KEY_PAD = 16
+
+
+def padded_kv(n_kv: int) -> int:
+    """Nkv rounded up to :data:`KEY_PAD`: the row stride of ``v_qt``."""
+    return cdiv(n_kv, KEY_PAD) * KEY_PAD
+
+
 def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
-    """Lengths, head counts and the two float factors (as the f32 values the
+    """Lengths, head counts, ``stride_vtd`` (the row stride of ``v_qt``,
+    :func:`padded_kv`) and the two float factors (as the f32 values the
     kernels use: ``qk_scale`` = sm_scale * log2 e, and ``sm_scale``)."""
     return {"N": shape.n, "N_KV": shape.n_kv, "H": shape.heads, "H_KV": shape.kv_heads,
+            "stride_vtd": padded_kv(shape.n_kv),
             "qk_scale": float(qk_scale(sm_scale)), "sm_scale": float(np.float32(sm_scale))}
 
 
@@ -222,7 +234,11 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
         "k_scale": BufferSpec((bhkv, shape.n_kv if fine_scales else nk), "float32"),
-        "v_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
+        # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
+        # in the forward, so K-major there is key-contiguous; the copies go
+        # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)
+        # and meets P = 0 anyway (masked keys).
+        "v_qt": BufferSpec((bhkv, d, padded_kv(shape.n_kv)), "int8", zeroed=True),
         "v_scale": BufferSpec((bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
@@ -277,7 +293,7 @@ BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
 #: dtype, "output" O's dtype.
 _POINTER_DTYPES = {
     "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
-    "q_q": sl.int8, "k_q": sl.int8, "v_q": sl.int8, "do_q": sl.int8,
+    "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_q": sl.int8,
     **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
                                      "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
                                      "ds_out")},

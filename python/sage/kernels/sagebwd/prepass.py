@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, load_strided_rows,
-                                         load_vector, quantize_block_to, row_ids, store_vector)
+                                         load_vector, quantize_block_to, row_ids,
+                                         store_block_scale, store_transposed_rows, store_vector)
 
 
 def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
@@ -58,14 +59,17 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
     quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D, FINE_SCALES)
 
 
-def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, stride_kb,
-                       stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, stride_kb,
+                       stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_vtd,
                        D: sl.constexpr, BLOCK_N: sl.constexpr, SMOOTH_K: sl.constexpr,
                        FINE_SCALES: sl.constexpr = False):
     """One BLOCK_N-row block of K (minus its mean when SMOOTH_K) and of V to INT8.
 
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
-    k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q, v_q: (B*Hkv, Nkv, D) i8;
+    k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q: (B*Hkv, Nkv, D) i8;
+    v_qt: (B*Hkv, D, stride_vtd) i8, V^ transposed (the forward contracts V over
+    keys, so its tensor-core operand is key-contiguous: copied straight to
+    shared memory, without a transpose in the kernel);
     k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; k_scale is (B*Hkv, Nkv),
     per token, with FINE_SCALES (V stays per block: it is contracted over keys).
     Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
@@ -83,4 +87,6 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_q, v_scale, N_KV, H_KV, str
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     vt = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D)
-    quantize_block_to(vt, v_q, v_scale, bh, block, row, N_KV, nblocks, D)
+    v_q, v_s = sl.quantize(vt, sl.int8_per_block)
+    store_block_scale(v_scale, v_s, bh, block, nblocks)
+    store_transposed_rows(v_qt, v_q, bh, row, N_KV, stride_vtd, D)

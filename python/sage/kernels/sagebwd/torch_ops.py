@@ -70,7 +70,8 @@ class Saved:
     per-block means ``q_mean`` (B*H, ceil(N/BM), D) f32 with smooth_q, else a
     1-element placeholder); ``k_q`` (B*Hkv, Nkv, D) int8 encodes K - k_mean
     (``k_mean`` (B*Hkv, D) f32, zeros without smooth_k); ``*_scale`` one f32
-    per block; ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
+    per block; ``v_q`` (B*Hkv, Nkv, D) the INT8 V (a view of the kernels'
+    transposed copy); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
     views (any strides); ``lse`` (B, H, N) f32, log2 units, smoothed logits.
     ``v_q``/``v_scale`` are kept for the accuracy report (the backward does not
     read them: :data:`FORWARD_ONLY`).
@@ -140,6 +141,12 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
                          store_p_ds=store_p_ds, direct_kv=direct_kv))
 
 
+def untranspose_v(v_qt: torch.Tensor, n_kv: int) -> torch.Tensor:
+    """The (B*Hkv, Nkv, D) INT8 V as a view of the kernels' transposed, padded
+    ``v_qt`` (B*Hkv, D, :func:`launch.padded_kv`)."""
+    return v_qt[:, :, :n_kv].transpose(1, 2)
+
+
 def _info(x: torch.Tensor) -> TensorInfo:
     return TensorInfo(tuple(x.shape), str(x.dtype).rsplit(".", 1)[-1], str(x.device))
 
@@ -200,8 +207,8 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for name in ("q", "k", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
     _launch(forward_sequence(plan.smooth_k), plan, values, q.device)
-    saved = Saved(plan, v=v, o=o, **{name: buffers[name] for name in Saved.tensor_names()
-                                     if name in buffers})
+    saved = Saved(plan, v=v, o=o, v_q=untranspose_v(buffers["v_qt"], shape.n_kv),
+                  **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved
 
 

@@ -19,6 +19,8 @@ def SageGPU_ConvertLayoutOp : SageGPU_Op<"convert_layout", [Pure,
     The same values in another encoding. The lowering classifies the change
     from the two linear layouts: a renaming of each thread's registers, warp
     shuffles when only lanes change, or a round trip through shared memory.
+    A conversion of a `sage.load` used nowhere else canonicalizes to the
+    load in the new encoding (each thread loads what it needs).
     `sagegpu-remove-layout-conversions` deletes the ones that propagation
     makes redundant.
 
@@ -28,6 +30,7 @@ def SageGPU_ConvertLayoutOp : SageGPU_Op<"convert_layout", [Pure,
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
   let arguments = (ins AnyRankedTensor:$source);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
@@ -236,8 +239,10 @@ def SageGPU_TransOp : SageGPU_Op<"trans", [Pure]> {
   let description = [{
     `result[c][r] = source[r][c]`. The two encodings are independent, so the
     lowering goes through shared memory; it serves small tiles such as a
-    column of per-token scales that a matmul epilogue needs as a row.
+    column of per-token scales that a matmul epilogue needs as a row. A
+    transposed `sage.load` canonicalizes to a load of the transposed view.
   }];
+  let hasCanonicalizer = 1;
   let arguments = (ins Sage_AnyTile:$source);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
