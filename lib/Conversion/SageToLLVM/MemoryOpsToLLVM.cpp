@@ -2,16 +2,22 @@
 //
 // Each thread moves the elements it holds. Out-of-bounds elements are masked
 // with predicated PTX (`@p ld.global`), as a branch per element would be far
-// slower; loads yield 0 there.
+// slower; loads yield 0 there. Where a thread's consecutive register slots are
+// consecutive elements of a row that the view keeps contiguous and aligned
+// (proven from the kernel-argument hints, sage/Dialect/Sage/IR/Divisibility.h)
+// and whose bound cuts no vector in two, they move as one access of up to 16
+// bytes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
+#include "sage/Dialect/Sage/IR/Divisibility.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -112,6 +118,172 @@ static ElementAccess computeAccess(OpBuilder &b, Location loc,
   return access;
 }
 
+/// Most bytes one access moves.
+constexpr int64_t kMaxAccessBytes = 16;
+
+} // namespace
+
+/// Elements per access for a tile of `dist` in the view (ptr, offsets,
+/// strides, bounds) of the unconverted op: the first register bits must
+/// step through consecutive columns, every other basis keep whole vectors
+/// together, the row stride be 1 along columns, and the pointer, the other
+/// stride, the column offset and the column bound keep vectors aligned and
+/// wholly in or out of bounds.
+static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
+                           Value ptr, OperandRange offsets,
+                           OperandRange strides, OperandRange bounds) {
+  APInt unit;
+  if (offsets.size() != 2 ||
+      !matchPattern(strides[1], m_ConstantInt(&unit)) || unit != 1)
+    return 1;
+  const layout::LinearLayout &l = dist.getLayout();
+  ArrayRef<layout::Coord> regs = l.getBases(layout::InDim::Register);
+  int64_t width = 1;
+  unsigned bits = 0;
+  while (width * elemBytes < kMaxAccessBytes && bits < regs.size() &&
+         regs[bits] == layout::Coord{0, int32_t(width)}) {
+    width *= 2;
+    ++bits;
+  }
+  auto keepsVectors = [&](int64_t w) {
+    for (layout::InDim dim : {layout::InDim::Register, layout::InDim::Lane,
+                              layout::InDim::Warp}) {
+      ArrayRef<layout::Coord> bases = l.getBases(dim);
+      for (unsigned i = dim == layout::InDim::Register ? llvm::Log2_64(w) : 0;
+           i < bases.size(); ++i)
+        if (bases[i].col % w != 0)
+          return false;
+    }
+    int64_t bytes = w * elemBytes;
+    return knownAlignment(ptr) >= bytes &&
+           knownDivisor(strides[0]) * elemBytes >= bytes &&
+           knownDivisor(offsets[1]) >= w && knownDivisor(bounds[1]) >= w;
+  };
+  while (width > 1 && !keepsVectors(width))
+    width /= 2;
+  return width;
+}
+
+void mlir::sage::recordVectorWidths(ModuleOp module) {
+  Builder b(module.getContext());
+  auto record = [&](Operation *op, Type tile, Value ptr, OperandRange offsets,
+                    OperandRange strides, OperandRange bounds) {
+    std::optional<TileDistribution> dist = TileDistribution::get(tile);
+    if (!dist)
+      return;
+    int64_t width = vectorWidth(
+        *dist, cast<RankedTensorType>(tile).getElementTypeBitWidth() / 8, ptr,
+        offsets, strides, bounds);
+    if (width > 1)
+      op->setAttr(kVectorWidthAttrName, b.getI64IntegerAttr(width));
+  };
+  module.walk([&](Operation *op) {
+    if (auto load = dyn_cast<LoadOp>(op))
+      record(op, load.getResult().getType(), load.getPtr(), load.getOffsets(),
+             load.getStrides(), load.getBounds());
+    else if (auto store = dyn_cast<StoreOp>(op); store && !store.getAtomicAdd())
+      record(op, store.getValue().getType(), store.getPtr(),
+             store.getOffsets(), store.getStrides(), store.getBounds());
+  });
+}
+
+/// The width recordVectorWidths wrote on `op` (1: none).
+static int64_t recordedWidth(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kVectorWidthAttrName);
+  return attr ? attr.getInt() : 1;
+}
+
+namespace {
+
+/// How an access of `bytes` (2 to 16) travels through inline PTX: its
+/// registers (one, or two b64 for 16 bytes) and their LLVM type.
+struct VectorRegisters {
+  int64_t count;
+  Type type;
+  StringRef constraint, ptxType;
+};
+
+static VectorRegisters vectorRegisters(OpBuilder &b, int64_t bytes) {
+  switch (bytes) {
+  case 2:
+    return {1, b.getI16Type(), "h", "b16"};
+  case 4:
+    return {1, b.getI32Type(), "r", "b32"};
+  case 8:
+    return {1, b.getI64Type(), "l", "b64"};
+  default:
+    return {2, b.getI64Type(), "l", "b64"};
+  }
+}
+
+/// `w` consecutive elements loaded at `addr` when `ok` (else zeros).
+static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
+                                     int64_t w, Value addr, Value ok) {
+  int64_t bytes = w * elem.getIntOrFloatBitWidth() / 8;
+  VectorRegisters vr = vectorRegisters(b, bytes);
+  Type packed = VectorType::get({vr.count}, vr.type);
+  Value raw;
+  if (vr.count == 1) {
+    Value v = inlinePtx(b, loc, vr.type, {addr, ok},
+                        ("mov." + vr.ptxType + " $0, 0;\n\t@$2 ld.global." +
+                         vr.ptxType + " $0, [$1];")
+                            .str(),
+                        ("=" + vr.constraint + ",l,b").str());
+    raw = LLVM::BitcastOp::create(b, loc, packed,
+                                  LLVM::InsertElementOp::create(
+                                      b, loc, LLVM::PoisonOp::create(b, loc, packed),
+                                      v, arith::ConstantOp::create(
+                                             b, loc, b.getI32IntegerAttr(0))));
+  } else {
+    auto pair = LLVM::LLVMStructType::getLiteral(b.getContext(),
+                                                 {vr.type, vr.type});
+    Value v = inlinePtx(
+        b, loc, pair, {addr, ok},
+        "mov.b64 $0, 0;\n\tmov.b64 $1, 0;\n\t@$3 ld.global.v2.b64 {$0, $1}, "
+        "[$2];",
+        "=l,=l,l,b");
+    raw = LLVM::PoisonOp::create(b, loc, packed);
+    for (int64_t i = 0; i < 2; ++i)
+      raw = LLVM::InsertElementOp::create(
+          b, loc, raw, LLVM::ExtractValueOp::create(b, loc, v, i),
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+  }
+  Value vec = LLVM::BitcastOp::create(b, loc, VectorType::get({w}, elem), raw);
+  SmallVector<Value> out;
+  for (int64_t j = 0; j < w; ++j)
+    out.push_back(LLVM::ExtractElementOp::create(
+        b, loc, vec, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j))));
+  return out;
+}
+
+/// Stores `values` (consecutive elements) at `addr` when `ok`.
+static void storeVector(OpBuilder &b, Location loc, ValueRange values,
+                        Value addr, Value ok) {
+  Type elem = values.front().getType();
+  int64_t w = values.size();
+  int64_t bytes = w * elem.getIntOrFloatBitWidth() / 8;
+  VectorRegisters vr = vectorRegisters(b, bytes);
+  Value vec = LLVM::PoisonOp::create(b, loc, VectorType::get({w}, elem));
+  for (auto [j, v] : llvm::enumerate(values))
+    vec = LLVM::InsertElementOp::create(
+        b, loc, vec, v,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(j))));
+  Value packed =
+      LLVM::BitcastOp::create(b, loc, VectorType::get({vr.count}, vr.type), vec);
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < vr.count; ++i)
+    regs.push_back(LLVM::ExtractElementOp::create(
+        b, loc, packed,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(i)))));
+  if (vr.count == 1)
+    inlinePtx(b, loc, Type(), {addr, regs[0], ok},
+              ("@$2 st.global." + vr.ptxType + " [$0], $1;").str(),
+              ("l," + vr.constraint + ",b").str());
+  else
+    inlinePtx(b, loc, Type(), {addr, regs[0], regs[1], ok},
+              "@$3 st.global.v2.b64 [$0], {$1, $2};", "l,l,l,b");
+}
+
 struct LoadLowering : public OpConversionPattern<LoadOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(LoadOp op, OneToNOpAdaptor adaptor,
@@ -125,12 +297,21 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     ElementAccess access = computeAccess(
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
         adaptor.getStrides(), adaptor.getBounds());
+    int64_t width = recordedWidth(op);
+    SmallVector<Value> values;
+    if (width > 1) {
+      for (int64_t r = 0; r < dist->getNumElements(); r += width)
+        llvm::append_range(values, loadVector(rw, loc, elem, width,
+                                              access.addresses[r],
+                                              access.inBounds[r]));
+      rw.replaceOpWithMultiple(op, {values});
+      return success();
+    }
     RegisterClass rc = registerClassFor(rw, elem);
     std::string text = ("mov.b" + Twine(rc.type.getIntOrFloatBitWidth()) +
                         " $0, 0;\n\t@$2 ld.global." + rc.ptxType + " $0, [$1];")
                            .str();
     std::string constraints = ("=" + rc.constraint + ",l,b").str();
-    SmallVector<Value> values;
     for (auto [addr, ok] : llvm::zip(access.addresses, access.inBounds)) {
       Value v = inlinePtx(rw, loc, rc.type, {addr, ok}, text, constraints);
       values.push_back(fromRegister(rw, loc, v, elem));
@@ -158,6 +339,18 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);
     Value owner = coords.isOwner(*dist);
+    int64_t width = op.getAtomicAdd() ? 1 : recordedWidth(op);
+    if (width > 1) {
+      ValueRange values = adaptor.getValue();
+      for (int64_t r = 0; r < dist->getNumElements(); r += width) {
+        if (dist->isSlotCopy(r))
+          continue;
+        storeVector(rw, loc, values.slice(r, width), access.addresses[r],
+                    arith::AndIOp::create(rw, loc, access.inBounds[r], owner));
+      }
+      rw.eraseOp(op);
+      return success();
+    }
     RegisterClass rc = registerClassFor(rw, elem);
     std::string text =
         op.getAtomicAdd()

@@ -82,6 +82,7 @@ struct ConvertSageToLLVMPass
     MLIRContext *ctx = &getContext();
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
+    recordVectorWidths(module);
 
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);

@@ -21,7 +21,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // The reduction's scratch is live only while it runs: it reuses K's bytes
 // (dead once the first dot has read it).
 // CHECK: sage.reduce max %{{.*}} axis 0 {sagegpu.scratch_offset = 8192 : i64}
-// Under the budget (48 KiB by default) nothing shares bytes.
+// Under the budget (96 KiB by default) nothing shares bytes.
 // OWN-LABEL: func.func @liveness
 // OWN-SAME: sage.shared_memory = 25600
 // OWN: sage.reduce max %{{.*}} axis 0 {sagegpu.scratch_offset = 24576 : i64}

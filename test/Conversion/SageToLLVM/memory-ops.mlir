@@ -30,6 +30,23 @@ func.func @atomic_column(%dst: !sage.ptr<f32>, %n: i64, %v: f32) {
   return
 }
 
+// Four consecutive f16 of a row per thread, a 16-byte aligned pointer, a row
+// stride and column bound divisible by 4: one 8-byte access each way.
+// CHECK-LABEL: func.func @vectors
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "mov.b64 $0, 0;\0A\09@$2 ld.global.b64 $0, [$1];", "=l,l,b"
+// CHECK-NOT: ld.global
+// CHECK: llvm.bitcast %{{.*}} : vector<1xi64> to vector<4xf16>
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$2 st.global.b64 [$0], $1;", "l,l,b"
+// CHECK-NOT: st.global
+func.func @vectors(%src: !sage.ptr<f16> {sage.alignment = 16 : i64}, %dst: !sage.ptr<f16> {sage.alignment = 16 : i64},
+                   %n: i64 {sage.divisibility = 16 : i64}) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<16x32xf16>
+  sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<16x32xf16>, !sage.ptr<f16>
+  return
+}
+
 // i8 values travel in 16-bit registers.
 // CHECK-LABEL: func.func @bytes
 func.func @bytes(%src: !sage.ptr<i8>, %n: i64) -> tensor<16x32xi8> {

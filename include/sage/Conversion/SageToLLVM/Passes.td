@@ -43,10 +43,10 @@ def SageGPUAllocateSharedMemory
     `sage.shared_memory` (bytes), which the launcher requests.
   }];
   let options = [
-    Option<"reuseAbove", "reuse-above", "int64_t", /*default=*/"49152",
+    Option<"reuseAbove", "reuse-above", "int64_t", /*default=*/"98304",
            "Share bytes between buffers only when giving each its own would "
-           "need more than this many bytes (48 KiB: what a launch gets "
-           "without opting in)">,
+           "need more than this many bytes (96 KiB: two programs still fit "
+           "an H100 SM's 227 KiB; the launcher opts in above 48 KiB)">,
   ];
   let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
 }

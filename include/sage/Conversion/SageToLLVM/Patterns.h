@@ -9,6 +9,7 @@
 #ifndef SAGE_CONVERSION_SAGETOLLVM_PATTERNS_H
 #define SAGE_CONVERSION_SAGETOLLVM_PATTERNS_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -27,6 +28,11 @@ void populateProgramOpsToLLVMPatterns(const TypeConverter &converter,
 /// load, store (plain and atomic add).
 void populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
+/// Where loads and stores may move several elements per access, recorded
+/// before the conversion (which the divisibility analysis cannot read
+/// through) as `kVectorWidthAttrName`.
+inline constexpr llvm::StringLiteral kVectorWidthAttrName = "sage.vector_width";
+void recordVectorWidths(ModuleOp module);
 /// Elementwise arith/math on tiles, tile constants, splat, iota, broadcast.
 void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
                                        RewritePatternSet &patterns);

@@ -78,15 +78,15 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
         # The first query block that sees this key block: query i sees key
         # col iff i >= col - (N_KV - N) (bottom-right alignment).
         start = (sl.maximum(col - (N_KV - N), 0) // BLOCK_M) * BLOCK_M
-    # Operand tiles (K^_j, V_j, Q^_i) are loaded next to each matmul that uses
-    # them rather than once per loop or per iteration: with the two BLOCK_N x D
-    # f32 accumulators resident, keeping them in registers spills (D=128); a
-    # load that only feeds a matmul is copied straight to shared memory.
+    # The key block's operands are loaded once: tiles that only feed matmuls
+    # live in shared memory (sagegpu-promote-operands stores them there right
+    # where they are loaded), so they hold no registers across the loop.
+    kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
+    vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
     for row in sl.range(start, N, BLOCK_M):
         qblock = row // BLOCK_M
         sq = load_scale(q_scale, bh, qblock, row, N, BLOCK_M, FINE_SCALES)
-        s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
-                       load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk, contract=(1, 1))
+        s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq, kt, sk, contract=(1, 1))
         if SMOOTH_Q:
             qbar = load_vector(q_mean, bh * nq_blocks + qblock, D)
             s = s + smoothing_bias(qbar, load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk,
@@ -104,8 +104,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
         dv_acc = sl.qmatmul(p_q, sp, load_rows(do_q, bh, row, N, BLOCK_M, D), sdo,
                             contract=(0, 0), acc=dv_acc)
         # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
-        dp = sl.matmul(load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D),
-                       load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D),
+        dp = sl.matmul(load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D), vt,
                        contract=(1, 1))
         ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
         # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
@@ -116,16 +115,12 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
                                 contract=(0, 0), acc=dk_acc)
             dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scale, kv, col, N_KV, BLOCK_N),
                                       sl.int8_per_token)
-            dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale,
-                                 load_rows(k_q, kv, col, N_KV, BLOCK_N, D), one,
-                                 contract=(1, 0))
+            dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale, kt, one, contract=(1, 0))
         else:
             ds_q, sds = sl.quantize(ds, sl.int8_per_block)
             dk_acc = sl.qmatmul(ds_q, sds, load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
                                 contract=(0, 0), acc=dk_acc)
-            dq_part = sl.qmatmul(ds_q, sds * sm_scale,
-                                 load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk,
-                                 contract=(1, 0))
+            dq_part = sl.qmatmul(ds_q, sds * sm_scale, kt, sk, contract=(1, 0))
         if SMOOTH_Q:
             dk_acc = dk_acc + row_to_column(sl.sum(ds, axis=0)) * qbar
         store_rows(dq, dq_part, bh, row, N, D, atomic_add=True)

@@ -71,14 +71,16 @@ class Tiles:
 def default_tiles(d: int) -> Tiles:
     """Block sizes and warps that compile for sm_90a without spills (ptxas -v).
 
-    D=64: 64 x 64 tiles, 8 warps, and the forward on 4 warps: one warpgroup
-    takes the 64 query rows, so both of its matmuls select wgmma (1.27x the
-    8-warp mma.sync forward on the H100, same blocks hence the same numerics:
-    bench/results/2026-11-23-h100-forward-tiles.md). D=128: 64 x 32, 8 warps
-    (64 x 64 spills in the backward, whose two BLOCK_N x D f32 accumulators
-    stay in registers; a 4-warp forward spills too).
+    Both head dims: 64 x 64 tiles, 8 warps, and the forward on 4 warps: one
+    warpgroup takes the 64 query rows, so both of its matmuls select wgmma
+    (D=64: 1.27x the 8-warp mma.sync forward on the H100, same blocks hence
+    the same numerics, bench/results/2026-11-23-h100-forward-tiles.md; D=128:
+    8.84 ms against 10.46 for the 8-warp 64 x 32 forward,
+    bench/results/2026-11-23-h100-forward-tiles-vt.md). With operands in
+    shared memory rather than registers, the D=128 backward at 64 x 64 no
+    longer spills (255 registers), nor does the 4-warp D=128 forward.
     """
-    return Tiles(64, 64, 8, forward_warps=4) if d == 64 else Tiles(64, 32, 8)
+    return Tiles(64, 64, 8, forward_warps=4)
 
 
 def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:
