@@ -10,7 +10,8 @@ shared / local memory, barriers, shuffles, tensor-core ops):
 * in the whole kernel (static count: every instruction once);
 * in the loop body: the innermost natural loops of the SASS control-flow
   graph, found from its back edges (see :func:`find_loops`), less the
-  *wait loops* (loops that only poll a barrier or a flag);
+  *wait loops* (loops that only poll a barrier or a flag) and the *lane
+  loops* (ptxas's loops that issue a TMA copy once per active lane);
 * per element: loop-body count x threads per program / elements per
   iteration (:data:`ELEMENTS`; for the attention kernels BLOCK_M x BLOCK_N
   score elements), i.e. thread-instructions per element.
@@ -180,17 +181,29 @@ class Loop:
     back_edges: tuple[int, ...]
     addresses: frozenset[int]
     wait_loop: bool = False
+    lane_loop: bool = False
 
     @property
     def size(self) -> int:
         """Instructions in the body."""
         return len(self.addresses)
 
+    @property
+    def set_aside(self) -> bool:
+        """A wait loop or a lane loop: no work of its own (see :func:`work_loops`)."""
+        return self.wait_loop or self.lane_loop
+
 
 #: Instructions a wait loop may consist of: polling an mbarrier or a flag,
 #: backing off, and the branch (a loop of only these does no work).
 WAIT_OPCODES = ("SYNCS", "NANOSLEEP", "YIELD", "BRA", "NOP", "WARPSYNC", "LD", "LDG",
                 "ISETP", "ULDC", "MOV", "IADD3", "PLOP3", "BSSY", "BSYNC", "R2UR")
+
+
+#: Instructions a lane loop may consist of besides the uniform-datapath ones (``U*``:
+#: UTMALDG, UTMASTG, UBLKCP, UMOV...): electing the lane, retiring it, the branch.
+LANE_OPCODES = ("ELECT", "PLOP3", "VOTEU", "VOTE", "BRA", "NOP", "WARPSYNC", "R2UR", "MOV",
+                "ISETP", "BSSY", "BSYNC")
 
 
 def basic_blocks(instructions: Sequence[Instruction]) -> list[list[Instruction]]:
@@ -267,6 +280,26 @@ def is_wait_loop(instructions: Iterable[Instruction]) -> bool:
     return bases <= set(WAIT_OPCODES) and bool(bases & {"SYNCS", "NANOSLEEP", "YIELD"})
 
 
+def is_lane_loop(instructions: Iterable[Instruction], back_edges: Iterable[Instruction]) -> bool:
+    """Whether a loop is ptxas's per-lane issue loop around a uniform-datapath
+    instruction that PTX issues per thread (``cp.async.bulk.tensor`` -> UTMALDG)::
+
+        .L_x_21:  @P1 ELECT P0, URZ, PT           # one of the lanes still pending
+                  @!UP1 UTMALDG.3D [UR8], [UR34]  # its copy
+                  @P0 PLOP3.LUT P1, ...           # it is done
+                  PLOP3.LUT P0, ...
+                  @P1 BRA.U.ANY `(.L_x_21)        # again while any lane is pending
+
+    It runs once per active lane (once where one thread issues the copy), not
+    once per unit of work: it has an ELECT, every back edge is a ``.ANY`` branch,
+    and every opcode is uniform-datapath (``U*``) or in :data:`LANE_OPCODES`.
+    """
+    bases = {i.base for i in instructions}
+    return ("ELECT" in bases
+            and all(".ANY" in i.opcode for i in back_edges)
+            and all(b in LANE_OPCODES or b.startswith("U") for b in bases))
+
+
 def find_loops(function: SassFunction) -> list[Loop]:
     """The natural loops of ``function``, one per header, outermost first.
 
@@ -301,21 +334,25 @@ def find_loops(function: SassFunction) -> list[Loop]:
                     if n not in body:
                         body.add(n)
                         stack.extend(preds[n])
+    by_address = {i.address: i for i in instructions}
     loops = []
     for h, body in bodies.items():
         members = [i for n in sorted(body) for i in blocks[n]]
         loops.append(Loop(blocks[h][0].address, tuple(sorted(back[h])),
-                          frozenset(i.address for i in members), is_wait_loop(members)))
+                          frozenset(i.address for i in members), is_wait_loop(members),
+                          is_lane_loop(members, [by_address[a] for a in back[h]])))
     return sorted(loops, key=lambda loop: (-loop.size, loop.header))
 
 
 def work_loops(loops: Sequence[Loop]) -> list[Loop]:
-    """The innermost loops that are not wait loops: the loop body of the census.
+    """The innermost loops that are neither wait loops nor lane loops: the loop
+    body of the census.
 
-    A loop is innermost when no other non-wait loop lies inside it (a wait
-    loop nested in the main loop, e.g. an mbarrier retry, leaves it innermost).
+    A loop is innermost when no other such loop lies inside it (a wait loop or
+    a lane loop nested in the main loop, e.g. an mbarrier retry or a TMA
+    copy's issue loop, leaves it innermost).
     """
-    work = [loop for loop in loops if not loop.wait_loop]
+    work = [loop for loop in loops if not loop.set_aside]
     return [loop for loop in work
             if not any(other is not loop and other.addresses < loop.addresses
                        for other in work)]
@@ -615,7 +652,7 @@ def census_function(function: SassFunction, threads: int, dynamic_smem: int,
         "instructions": len(function.instructions),
         "loops": [{"header": hex(loop.header), "back_edges": [hex(a) for a in loop.back_edges],
                    "instructions": loop.size, "wait_loop": loop.wait_loop,
-                   "in_body": loop in work} for loop in loops],
+                   "lane_loop": loop.lane_loop, "in_body": loop in work} for loop in loops],
         "whole": whole, "loop_body": loop_counts,
         "opcodes_whole": dict(sorted(count_opcodes(function.instructions).items())),
     }
@@ -699,7 +736,10 @@ LOOP_METHOD = (
     "not the `BRA self` trap, not the jump back from an out-of-line block); its natural loop "
     "is the target block plus every block that reaches the branch without passing the "
     "target (so out-of-line slow paths the loop calls into count in it). Wait loops (bodies "
-    "of only SYNCS/NANOSLEEP/YIELD polling, loads, compares and branches) are set aside; the "
+    "of only SYNCS/NANOSLEEP/YIELD polling, loads, compares and branches) and lane loops "
+    "(ptxas's ELECT ... BRA.U.ANY loop that issues a per-thread TMA copy, UTMALDG, once per "
+    "active lane: bodies of only ELECT, uniform-datapath instructions, predicate logic and "
+    "a .ANY back edge) are set aside, though they count in the loops around them; the "
     "loop body is the union of the innermost remaining loops, counted statically (each "
     "instruction once). Subroutines reached by CALL (ptxas's division and reciprocal slow "
     "paths) are not followed: they count in the whole kernel only.")

@@ -97,6 +97,54 @@ def test_counts_whole_and_loop_body():
     assert [loop["in_body"] for loop in record["loops"]] == [False, True, False]
 
 
+def test_lane_loops_are_set_aside():
+    """ptxas's per-lane TMA issue loop (ELECT, UTMALDG, BRA.U.ANY) inside the
+    forward's key-block loop is no work loop: the key-block loop is the body (the
+    2026-11-23 census picked the issue loops, 5 instructions each, with no MMA)."""
+    function = _function("sass_census_lane_loop.sass")
+    loops = census.find_loops(function)
+    assert [(loop.header, loop.back_edges, loop.size, loop.wait_loop, loop.lane_loop)
+            for loop in loops] == [
+        (0x30, (0x1E0,), 31, False, False),  # key blocks, with the wait loop out of line
+        (0x60, (0xA0,), 5, False, True),     # ELECT ... BRA.U.ANY
+        (0x210, (0x220,), 2, True, False)]   # SYNCS.PHASECHK.TRANS64.TRYWAIT
+    work = loops[0]
+    assert {0x60, 0xA0, 0x210, 0x220, 0x230} <= work.addresses
+    assert census.work_loops(loops) == [work]
+    record = census.census_function(function, threads=128, dynamic_smem=0, resources={},
+                                    constexprs={"D": 64, "BLOCK_M": 64, "BLOCK_N": 64})
+    body = record["loop_body"]
+    assert body["total"] == 31
+    assert (body["IGMMA"], body["HGMMA"], body["MUFU.EX2"], body["FMUL"]) == (1, 1, 1, 1)
+    assert [(loop["in_body"], loop["lane_loop"]) for loop in record["loops"]] == \
+        [(True, False), (False, True), (False, False)]
+
+
+def _instructions(*lines: str):
+    """SASS lines (``"@P1 BRA.U.ANY `(.L_x_1)"``) -> Instructions (no addresses or targets
+    needed: :func:`is_lane_loop` looks at opcodes)."""
+    out = []
+    for text in lines:
+        predicate, opcode, operands = census.split_instruction(text)
+        out.append(census.Instruction(0, opcode, operands, predicate))
+    return out
+
+
+def test_lane_loop_needs_elect_any_back_edge_and_no_work():
+    body = _instructions("@P1 ELECT P0, URZ, PT", "@!UP1 UTMALDG.3D [UR8], [UR34]",
+                         "@P0 PLOP3.LUT P1, PT, P0, PT, PT, 0x8, 0x0",
+                         "@P1 BRA.U.ANY `(.L_x_1)")
+    assert census.is_lane_loop(body, body[-1:])
+    # A plain (non-.ANY) back edge: a counted loop, e.g. a producer's, not a lane loop.
+    plain = body[:-1] + _instructions("@!P3 BRA `(.L_x_1)")
+    assert not census.is_lane_loop(plain, plain[-1:])
+    # No ELECT, or work in the body: not a lane loop.
+    assert not census.is_lane_loop(body[1:], body[-1:])
+    work = body[:-1] + _instructions("FFMA R5, R24, R3, -R4", "@P1 BRA.U.ANY `(.L_x_1)")
+    assert not census.is_lane_loop(work, work[-1:])
+    assert not census.is_wait_loop(body)
+
+
 def test_parse_ptxas_log():
     log = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'sagebwd_backward' for 'sm_90a'
