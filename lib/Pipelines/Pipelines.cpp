@@ -36,6 +36,10 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   buildPreparePipeline(pm, options);
   pm.addPass(createSageSelectMma());
   pm.addPass(sagegpu::createSageGPUAssignLayouts());
+  // Loop-invariant address arithmetic leaves the loops first, so that the
+  // tensor maps promote-operands builds after a view's last definition are
+  // built once, before the loop.
+  pm.addPass(createLoopInvariantCodeMotionPass());
   sagegpu::SageGPUPromoteOperandsOptions promote;
   promote.ptxVersion = options.ptxVersion;
   pm.addPass(sagegpu::createSageGPUPromoteOperands(promote));

@@ -84,9 +84,28 @@ Effects effectsOf(Operation *op) {
 /// The accesses since the last barrier.
 using Pending = SmallVector<Access>;
 
-void merge(Pending &into, const Pending &from) {
-  into.append(from.begin(), from.end());
-}
+/// What a barrier may have to order: the accesses made since the last one,
+/// and the cp.async copies still in flight, which write when a wait
+/// completes their group, not when they are issued (`groups`, oldest first;
+/// `open`, the group being filled).
+struct State {
+  Pending pending;
+  SmallVector<Pending> groups;
+  Pending open;
+
+  /// Both control-flow paths' accesses (groups aligned by age).
+  void merge(const State &o) {
+    pending.append(o.pending.begin(), o.pending.end());
+    open.append(o.open.begin(), o.open.end());
+    size_t n = std::max(groups.size(), o.groups.size());
+    SmallVector<Pending> merged(n);
+    for (const SmallVector<Pending> *side :
+         {static_cast<const SmallVector<Pending> *>(&groups), &o.groups})
+      for (auto [i, g] : llvm::enumerate(*side))
+        merged[n - side->size() + i].append(g.begin(), g.end());
+    groups = std::move(merged);
+  }
+};
 
 struct Inserter {
   /// Bytes some wgmma reads through the async proxy: a barrier after
@@ -103,12 +122,37 @@ struct Inserter {
     return false;
   }
 
-  /// Walks `block` from `pending`, inserting barriers when `insert`;
-  /// returns the accesses pending at its end.
-  Pending run(Block &block, Pending pending, bool insert) {
+  void barrierBefore(Operation *op, State &state, bool fence, bool insert) {
+    if (insert) {
+      OpBuilder b(op);
+      auto barrier = BarrierOp::create(b, op->getLoc());
+      if (fence || needsFence(state.pending))
+        barrier.setFenceAsync(true);
+    }
+    state.pending.clear();
+  }
+
+  /// Walks `block` from `state`, inserting barriers when `insert`; returns
+  /// the state at its end.
+  State run(Block &block, State state, bool insert) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (isa<BarrierOp>(op)) {
-        pending.clear();
+        state.pending.clear();
+        continue;
+      }
+      if (isa<AsyncCommitGroupOp>(op)) {
+        state.groups.push_back(std::move(state.open));
+        state.open.clear();
+        continue;
+      }
+      if (auto wait = dyn_cast<AsyncWaitOp>(op)) {
+        // The older groups have landed: their writes are now the waiting
+        // thread's, to be ordered before other threads read them.
+        while (state.groups.size() > wait.getPending()) {
+          Pending &done = state.groups.front();
+          state.pending.append(done.begin(), done.end());
+          state.groups.erase(state.groups.begin());
+        }
         continue;
       }
       if (auto loop = dyn_cast<scf::ForOp>(op)) {
@@ -120,40 +164,33 @@ struct Inserter {
           for (ArrayRef<Access> list : {ArrayRef<Access>(e.accesses),
                                         ArrayRef<Access>(e.visibleByMbarrier)})
             for (const Access &a : list)
-              for (const Access &p : pending)
+              for (const Access &p : state.pending)
                 clash |= p.hazard(a);
         });
-        if (clash) {
-          if (insert) {
-            OpBuilder b(loop);
-            auto barrier = BarrierOp::create(b, loop.getLoc());
-            if (needsFence(pending))
-              barrier.setFenceAsync(true);
-          }
-          pending.clear();
-        }
+        if (clash)
+          barrierBefore(loop, state, /*fence=*/false, insert);
         // The body's end meets its start on the next trip.
-        Pending end = run(*loop.getBody(), pending, /*insert=*/false);
-        Pending entry = pending;
-        merge(entry, end);
-        Pending after = run(*loop.getBody(), entry, insert);
-        merge(after, pending); // zero trips
-        pending = std::move(after);
+        State end = run(*loop.getBody(), state, /*insert=*/false);
+        State entry = state;
+        entry.merge(end);
+        State after = run(*loop.getBody(), entry, insert);
+        after.merge(state); // zero trips
+        state = std::move(after);
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op)) {
-        Pending out = run(branch.getThenRegion().front(), pending, insert);
+        State out = run(branch.getThenRegion().front(), state, insert);
         if (!branch.getElseRegion().empty())
-          merge(out, run(branch.getElseRegion().front(), pending, insert));
+          out.merge(run(branch.getElseRegion().front(), state, insert));
         else
-          merge(out, pending);
-        pending = std::move(out);
+          out.merge(state);
+        state = std::move(out);
         continue;
       }
       Effects e = effectsOf(&op);
       bool conflict = false, fence = false;
       auto check = [&](const Access &a) {
-        for (const Access &p : pending)
+        for (const Access &p : state.pending)
           if (p.hazard(a)) {
             conflict = true;
             fence |= a.async && p.write && !p.async;
@@ -163,18 +200,14 @@ struct Inserter {
         check(a);
       for (const Access &a : e.visibleByMbarrier)
         check(a);
-      if (conflict) {
-        if (insert) {
-          OpBuilder b(&op);
-          auto barrier = BarrierOp::create(b, op.getLoc());
-          if (fence || needsFence(pending))
-            barrier.setFenceAsync(true);
-        }
-        pending.clear();
-      }
-      merge(pending, e.accesses);
+      if (conflict)
+        barrierBefore(&op, state, fence, insert);
+      if (isa<AsyncCopyOp>(op))
+        state.open.append(e.accesses.begin(), e.accesses.end());
+      else
+        state.pending.append(e.accesses.begin(), e.accesses.end());
     }
-    return pending;
+    return state;
   }
 };
 
@@ -189,7 +222,7 @@ struct InsertBarriersPass
             inserter.asyncReads.push_back(a);
       });
       for (Block &block : func.getFunctionBody())
-        inserter.run(block, {}, /*insert=*/true);
+        inserter.run(block, State(), /*insert=*/true);
     });
   }
 };

@@ -110,4 +110,35 @@ func.func @branch(%c: i1, %t: tensor<64x128xi8, #blocked>) -> tensor<64x128xi8, 
   %r = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
   return %r : tensor<64x128xi8, #blocked>
 }
+
+// A cp.async copy writes when the wait that completes its group returns: a
+// barrier before that (here for the other tile) does not order it, and a
+// wait that leaves its group in flight does not either.
+// CHECK-LABEL: func.func @copy_in_flight
+// CHECK: sagegpu.async_commit_group
+// CHECK: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_load %{{.*}} : !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x128xi8, #{{.*}}>
+// CHECK-NEXT: sagegpu.async_copy
+// CHECK-NEXT: sagegpu.async_commit_group
+// CHECK-NEXT: sagegpu.async_wait 1
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_load %[[A:.*]] :
+// CHECK-NEXT: sagegpu.async_wait 0
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_load
+func.func @copy_in_flight(%p: !sage.ptr<i8>, %i: i64, %t: tensor<64x128xi8, #blocked>) {
+  %a = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %b = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 8192 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %c = sagegpu.local_alloc {offset = 16384 : i64} !sagegpu.smem<64x128xi8, #shared>
+  sagegpu.async_copy %p[%i, %i] strides [%i, %i] bounds [%i, %i] into %a : !sage.ptr<i8> -> !sagegpu.smem<64x128xi8, #shared>
+  sagegpu.async_commit_group
+  %rb = sagegpu.local_load %b : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  sagegpu.async_copy %p[%i, %i] strides [%i, %i] bounds [%i, %i] into %c : !sage.ptr<i8> -> !sagegpu.smem<64x128xi8, #shared>
+  sagegpu.async_commit_group
+  sagegpu.async_wait 1
+  %ra = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  sagegpu.async_wait 0
+  %rc = sagegpu.local_load %c : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  return
+}
 }

@@ -60,8 +60,11 @@ def SageGPUInsertBarriers : Pass<"sagegpu-insert-barriers", "::mlir::ModuleOp"> 
     the last barrier and inserts a `sagegpu.barrier` before an op whose
     access overlaps one of them where either writes: the threads that wrote
     must be done before others read, and readers before the bytes are
-    reused. A barrier after generic-proxy writes (stores, cp.async) to
-    bytes that a wgmma reads through the async proxy carries `fence_async`. TMA
+    reused. A cp.async copy writes when the `async_wait` that completes its
+    commit group does, not when it is issued, so only a barrier after that
+    wait orders it. A barrier after generic-proxy writes (stores, cp.async)
+    to bytes that a wgmma reads through the async proxy carries
+    `fence_async`. TMA
     writes complete through their mbarrier, which readers wait on, so only
     their overlap with earlier accesses counts. Ops keep the barriers inside
     their own lowering (between a reduction's write and read phases).

@@ -160,6 +160,8 @@ struct Promoter {
   FunctionOpInterface func;
   bool cpAsync = false, tma = false, kernel = false;
   Value mapScratch; // the function's trailing tensor-map argument
+  /// Each wait and a commit group it must complete.
+  SmallVector<std::pair<AsyncWaitOp, Operation *>> waits;
   /// Register tiles already stored to shared memory, by tile and layout.
   DenseMap<std::pair<Value, Type>, Value> storedTiles;
   /// Loads replaced by copies, erased once their matmul is gone.
@@ -250,20 +252,33 @@ struct Promoter {
     AsyncCopyOp::create(b, loc, load.getPtr(), load.getOffsets(),
                         load.getStrides(), load.getBounds(), buffer);
     auto commit = AsyncCommitGroupOp::create(b, loc);
-    // Groups committed after this one may stay in flight.
-    int32_t newer = 0;
-    for (Operation *op = commit->getNextNode(); op && op != matmul;
-         op = op->getNextNode())
-      newer += isa<AsyncCommitGroupOp>(op);
+    // One wait serves the copies of both operands; how many newer groups
+    // it lets stay in flight is counted once every copy exists
+    // (settleWaits).
     b.setInsertionPoint(matmul);
-    // One wait serves the copies of both operands.
-    auto previous = dyn_cast_or_null<AsyncWaitOp>(matmul->getPrevNode());
-    if (!previous)
-      AsyncWaitOp::create(b, loc, newer);
-    else if (previous.getPending() > uint32_t(newer))
-      previous.setPending(newer);
+    auto wait = dyn_cast_or_null<AsyncWaitOp>(matmul->getPrevNode());
+    if (!wait)
+      wait = AsyncWaitOp::create(b, loc, 0);
+    waits.push_back({wait, commit});
     replacedLoads.push_back(load);
     return buffer;
+  }
+
+  /// Lets each wait leave in flight the groups committed after the ones it
+  /// must complete (copies issued early, for later matmuls).
+  void settleWaits() {
+    DenseMap<Operation *, int32_t> pending;
+    for (auto [wait, commit] : waits) {
+      int32_t newer = 0;
+      for (Operation *op = commit->getNextNode(); op && op != wait;
+           op = op->getNextNode())
+        newer += isa<AsyncCommitGroupOp>(op);
+      auto [it, inserted] = pending.try_emplace(wait, newer);
+      if (!inserted)
+        it->second = std::min(it->second, newer);
+    }
+    for (auto [wait, count] : pending)
+      cast<AsyncWaitOp>(wait).setPending(count);
   }
 };
 
@@ -390,6 +405,7 @@ struct PromoteOperandsPass
         else
           promote(cast<MatmulOp>(op), promoter);
       }
+      promoter.settleWaits();
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -35,15 +35,18 @@ import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
                                          load_block_scale, load_col_stat, load_row_stat,
                                          load_rows, load_scale, load_strided_rows,
-                                         load_vector, row_to_column, slice_of,
+                                         load_transposed_block, load_vector,
+                                         load_vector_column, row_to_column,
+                                         slice_of,
                                          smoothing_bias, store_rows, visible)
 
 LN2 = 0.6931471805599453
 
 
-def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, lse, delta,
+def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale, lse, delta,
                      dq, dk, dv, p_out, ds_out, sm_scale, N, N_KV, H, H_KV,
                      stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
+                     stride_dotd,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                      CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
                      STORE_P_DS: sl.constexpr, FINE_SCALES: sl.constexpr = False,
@@ -52,8 +55,8 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
 
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
     v is the 16-bit V (B, Hkv, Nkv, D) (dP = dO V^T stays 16-bit) and do the
-    16-bit dO (B, H, N, D), both with their strides; do_q / do_scale and delta
-    from the backward pre-pass.
+    16-bit dO (B, H, N, D), both with their strides; do_qt (dO^ transposed,
+    (B*H, D, stride_dotd)) / do_scale and delta from the backward pre-pass.
     dq: (B*H, N, D) f32 workspace, zeroed; dk, dv: (B*Hkv, Nkv, D) f32,
     zeroed, or with DIRECT_KV (only when H == Hkv: this program is the only
     one to write dK_j, dV_j) in the inputs' 16-bit dtype, stored once
@@ -85,6 +88,12 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
     vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
     for row in sl.range(start, N, BLOCK_M):
         qblock = row // BLOCK_M
+        # The query block's dO tiles first: their copies to shared memory are
+        # in flight while S and P are computed. dO^ comes transposed, D x
+        # BLOCK_M, query-contiguous (the padded columns past N are 0, and so
+        # is P there).
+        do_t = load_transposed_block(do_qt, bh, row, stride_dotd, stride_dotd, BLOCK_M, D)
+        do16 = load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D)
         sq = load_scale(q_scale, bh, qblock, row, N, BLOCK_M, FINE_SCALES)
         s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq, kt, sk, contract=(1, 1))
         if SMOOTH_Q:
@@ -97,15 +106,14 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_q, do_scale, 
         # per channel: the outer axes of dV).
         if FINE_SCALES:
             p_q, sp = sl.quantize(p, sl.int8_per_channel)
-            sdo = load_vector(do_scale, bh * nq_blocks + qblock, D)
+            # One scale per channel: dO^T's rows.
+            sdo = load_vector_column(do_scale, bh * nq_blocks + qblock, D)
         else:
             p_q, sp = sl.quantize(p, sl.int8_per_block)
             sdo = load_block_scale(do_scale, bh, qblock, nq_blocks)
-        dv_acc = sl.qmatmul(p_q, sp, load_rows(do_q, bh, row, N, BLOCK_M, D), sdo,
-                            contract=(0, 0), acc=dv_acc)
+        dv_acc = sl.qmatmul(p_q, sp, do_t, sdo, contract=(0, 1), acc=dv_acc)
         # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
-        dp = sl.matmul(load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D), vt,
-                       contract=(1, 1))
+        dp = sl.matmul(do16, vt, contract=(1, 1))
         ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
         # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
         if FINE_SCALES:

@@ -110,6 +110,11 @@ def load_vector(ptr, index, D: int):
     return sl.load(slice_of(ptr, index, 1, D), (1, D), (0, 0), (0, 1), (1, D))
 
 
+def load_vector_column(ptr, index, D: int):
+    """Row ``index`` of a ``(X, D)`` f32 array as a ``D x 1`` tile."""
+    return sl.load(slice_of(ptr, index, 1, D), (D, 1), (0, 0), (1, 0), (D, 1))
+
+
 def store_vector(ptr, value, index, D: int) -> None:
     """Writes a ``1 x D`` tile as row ``index`` of a ``(X, D)`` array."""
     sl.store(slice_of(ptr, index, 1, D), value, (0, 0), (0, 1), (1, D))

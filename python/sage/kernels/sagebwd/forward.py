@@ -52,6 +52,9 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     for col in sl.range(0, stop, BLOCK_N):
         kblock = col // BLOCK_N
         kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
+        # V^ too, first: its copy to shared memory is in flight while S and
+        # P are computed. Past N_KV the padded columns are 0, and so is P.
+        vt = load_transposed_block(v_qt, kv, col, stride_vtd, stride_vtd, BLOCK_N, D)
         sk = load_scale(k_scale, kv, kblock, col, N_KV, BLOCK_N, FINE_SCALES)
         s = sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
         if SMOOTH_Q:
@@ -60,8 +63,6 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
         # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
         p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0)
-        # Past N_KV the padded columns are 0, and so is P.
-        vt = load_transposed_block(v_qt, kv, col, stride_vtd, stride_vtd, BLOCK_N, D)
         sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
         acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha)
     out = acc / l

@@ -164,22 +164,25 @@ def stride_args(tensor: str, strides: Strides | tuple[int, int, int]) -> dict[st
             f"stride_{tensor}n": int(row)}
 
 
-#: Rows of the transposed INT8 V (``v_qt``) are padded to this many keys, so
-#: that each row starts 16-byte aligned (cp.async and TMA move 16 bytes).
-KEY_PAD = 16
+#: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``) are padded to this
+#: many tokens, so that each row starts 16-byte aligned (cp.async and TMA
+#: move 16 bytes).
+TOKEN_PAD = 16
 
 
-def padded_kv(n_kv: int) -> int:
-    """Nkv rounded up to :data:`KEY_PAD`: the row stride of ``v_qt``."""
-    return cdiv(n_kv, KEY_PAD) * KEY_PAD
+def padded_tokens(n: int) -> int:
+    """A token count rounded up to :data:`TOKEN_PAD`: the row stride of the
+    transposed INT8 copies."""
+    return cdiv(n, TOKEN_PAD) * TOKEN_PAD
 
 
 def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
-    """Lengths, head counts, ``stride_vtd`` (the row stride of ``v_qt``,
-    :func:`padded_kv`) and the two float factors (as the f32 values the
+    """Lengths, head counts, ``stride_vtd`` and ``stride_dotd`` (the row
+    strides of ``v_qt`` and ``do_qt``, :func:`padded_tokens` of Nkv and N) and the
+    two float factors (as the f32 values the
     kernels use: ``qk_scale`` = sm_scale * log2 e, and ``sm_scale``)."""
     return {"N": shape.n, "N_KV": shape.n_kv, "H": shape.heads, "H_KV": shape.kv_heads,
-            "stride_vtd": padded_kv(shape.n_kv),
+            "stride_vtd": padded_tokens(shape.n_kv), "stride_dotd": padded_tokens(shape.n),
             "qk_scale": float(qk_scale(sm_scale)), "sm_scale": float(np.float32(sm_scale))}
 
 
@@ -240,7 +243,7 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         # in the forward, so K-major there is key-contiguous; the copies go
         # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)
         # and meets P = 0 anyway (masked keys).
-        "v_qt": BufferSpec((bhkv, d, padded_kv(shape.n_kv)), "int8", zeroed=True),
+        "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8", zeroed=True),
         "v_scale": BufferSpec((bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
@@ -272,7 +275,9 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
         else BufferSpec(kv, "float32", zeroed=True)
     return {
         "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
-        "do_q": BufferSpec((b * shape.heads, shape.n, d), "int8"),
+        # dO^ transposed, (B*H, D, N padded to 16): contracted over queries
+        # in dV = P^T dO (see v_qt).
+        "do_qt": BufferSpec((b * shape.heads, d, padded_tokens(shape.n)), "int8", zeroed=True),
         "do_scale": BufferSpec((b * shape.heads, nq, d) if fine_scales
                                else (b * shape.heads, nq), "float32"),
         "dq": BufferSpec((b, shape.heads, shape.n, d), "float32", zeroed=True),
@@ -295,7 +300,7 @@ BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
 #: dtype, "output" O's dtype.
 _POINTER_DTYPES = {
     "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
-    "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_q": sl.int8,
+    "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_qt": sl.int8,
     **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
                                      "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
                                      "ds_out")},

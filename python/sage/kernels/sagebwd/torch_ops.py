@@ -143,7 +143,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
 
 def untranspose_v(v_qt: torch.Tensor, n_kv: int) -> torch.Tensor:
     """The (B*Hkv, Nkv, D) INT8 V as a view of the kernels' transposed, padded
-    ``v_qt`` (B*Hkv, D, :func:`launch.padded_kv`)."""
+    ``v_qt`` (B*Hkv, D, :func:`launch.padded_tokens`)."""
     return v_qt[:, :, :n_kv].transpose(1, 2)
 
 
@@ -253,7 +253,7 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
         extras.update(p=buffers["p_out"], ds=buffers["ds_out"])
     # Peak memory: the INT8 dO goes first, then each f32 workspace as soon as
     # it is converted (a no-op for 16-bit dK, dV).
-    del buffers["do_q"]
+    del buffers["do_qt"]
     dq = buffers.pop("dq").to(plan.dtype)
     dk = buffers.pop("dk").to(plan.dtype)
     dv = buffers.pop("dv").to(plan.dtype)
