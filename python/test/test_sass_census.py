@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from repo_files import load_bench
 
+from sage.kernels.sagebwd.launch import default_tiles
+
 census = load_bench("sass_census")
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -197,14 +199,15 @@ def test_end_to_end_k_mean(library, tmp_path):
     results = json.loads(out_json.read_text())
     assert results["errors"] == []
     (row,) = results["rows"]
-    assert row["variant"] == "k_mean_kernel-d64" and row["threads"] == 256
+    warps = default_tiles(64).warps("k_mean_kernel")
+    assert row["variant"] == "k_mean_kernel-d64" and row["threads"] == 32 * warps
     assert row["registers"] > 0 and row["spill_stores"] == 0
     body = row["loop_body"]
     assert body is not None and sum(loop["in_body"] for loop in row["loops"]) >= 1
     # The loop sums BLOCK_N rows of bf16 K into f32: loads and FADDs, no MUFU.
     assert body["FADD"] > 0 and body["MUFU"] == 0 and body["F2I"] == 0
     assert 0 < body["total"] < row["whole"]["total"]
-    assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 256 / (64 * 64))
+    assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 32 * warps / (64 * 64))
     assert (tmp_path / "sass" / "k_mean_kernel-d64.sass").stat().st_size > 0
     assert results["disassembler"]["kind"] == DISASSEMBLER.kind
     assert "k_mean_kernel-d64" in out_md.read_text()

@@ -133,8 +133,8 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
                            Value ptr, OperandRange offsets,
                            OperandRange strides, OperandRange bounds) {
   APInt unit;
-  if (offsets.size() != 2 ||
-      !matchPattern(strides[1], m_ConstantInt(&unit)) || unit != 1)
+  if (offsets.size() != 2 || !matchPattern(strides[1], m_ConstantInt(&unit)) ||
+      unit != 1)
     return 1;
   const layout::LinearLayout &l = dist.getLayout();
   ArrayRef<layout::Coord> regs = l.getBases(layout::InDim::Register);
@@ -146,8 +146,8 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
     ++bits;
   }
   auto keepsVectors = [&](int64_t w) {
-    for (layout::InDim dim : {layout::InDim::Register, layout::InDim::Lane,
-                              layout::InDim::Warp}) {
+    for (layout::InDim dim :
+         {layout::InDim::Register, layout::InDim::Lane, layout::InDim::Warp}) {
       ArrayRef<layout::Coord> bases = l.getBases(dim);
       for (unsigned i = dim == layout::InDim::Register ? llvm::Log2_64(w) : 0;
            i < bases.size(); ++i)
@@ -182,8 +182,8 @@ void mlir::sage::recordVectorWidths(ModuleOp module) {
       record(op, load.getResult().getType(), load.getPtr(), load.getOffsets(),
              load.getStrides(), load.getBounds());
     else if (auto store = dyn_cast<StoreOp>(op); store && !store.getAtomicAdd())
-      record(op, store.getValue().getType(), store.getPtr(),
-             store.getOffsets(), store.getStrides(), store.getBounds());
+      record(op, store.getValue().getType(), store.getPtr(), store.getOffsets(),
+             store.getStrides(), store.getBounds());
   });
 }
 
@@ -229,14 +229,14 @@ static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
                          vr.ptxType + " $0, [$1];")
                             .str(),
                         ("=" + vr.constraint + ",l,b").str());
-    raw = LLVM::BitcastOp::create(b, loc, packed,
-                                  LLVM::InsertElementOp::create(
-                                      b, loc, LLVM::PoisonOp::create(b, loc, packed),
-                                      v, arith::ConstantOp::create(
-                                             b, loc, b.getI32IntegerAttr(0))));
+    raw = LLVM::BitcastOp::create(
+        b, loc, packed,
+        LLVM::InsertElementOp::create(
+            b, loc, LLVM::PoisonOp::create(b, loc, packed), v,
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))));
   } else {
-    auto pair = LLVM::LLVMStructType::getLiteral(b.getContext(),
-                                                 {vr.type, vr.type});
+    auto pair =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {vr.type, vr.type});
     Value v = inlinePtx(
         b, loc, pair, {addr, ok},
         "mov.b64 $0, 0;\n\tmov.b64 $1, 0;\n\t@$3 ld.global.v2.b64 {$0, $1}, "
@@ -252,7 +252,8 @@ static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
   SmallVector<Value> out;
   for (int64_t j = 0; j < w; ++j)
     out.push_back(LLVM::ExtractElementOp::create(
-        b, loc, vec, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j))));
+        b, loc, vec,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j))));
   return out;
 }
 
@@ -268,8 +269,8 @@ static void storeVector(OpBuilder &b, Location loc, ValueRange values,
     vec = LLVM::InsertElementOp::create(
         b, loc, vec, v,
         arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(j))));
-  Value packed =
-      LLVM::BitcastOp::create(b, loc, VectorType::get({vr.count}, vr.type), vec);
+  Value packed = LLVM::BitcastOp::create(
+      b, loc, VectorType::get({vr.count}, vr.type), vec);
   SmallVector<Value> regs;
   for (int64_t i = 0; i < vr.count; ++i)
     regs.push_back(LLVM::ExtractElementOp::create(
@@ -301,9 +302,9 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     SmallVector<Value> values;
     if (width > 1) {
       for (int64_t r = 0; r < dist->getNumElements(); r += width)
-        llvm::append_range(values, loadVector(rw, loc, elem, width,
-                                              access.addresses[r],
-                                              access.inBounds[r]));
+        llvm::append_range(values,
+                           loadVector(rw, loc, elem, width, access.addresses[r],
+                                      access.inBounds[r]));
       rw.replaceOpWithMultiple(op, {values});
       return success();
     }

@@ -24,6 +24,10 @@ func.func @hopper(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>, %small: tensor<16x
   %loaded = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<128x64xf16>
   // CHECK: sage.matmul {{.*}} contract(1, 1) using wgmma :
   %5 = sage.matmul %loaded, %h contract(1, 1) : tensor<128x64xf16>, tensor<128x64xf16> -> tensor<128x128xf32>
+  // A computed but contracted over its rows (dV = P^T dO): a register
+  // fragment cannot be transposed, so A goes through shared memory.
+  // CHECK: contract(0, 0) using wgmma :
+  %6 = sage.qmatmul %q[%s], %q[%s] contract(0, 0) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<128x128xf32>
   // An existing choice is kept.
   // CHECK: contract(1, 1) using mma_sync
   %4 = sage.qmatmul %q[%s], %q[%s] contract(1, 1) using mma_sync : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>

@@ -7,9 +7,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 namespace mlir::sage {
 

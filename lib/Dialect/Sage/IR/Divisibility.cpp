@@ -60,9 +60,9 @@ int64_t mlir::sage::knownAlignment(Value ptr) {
   if (auto add = ptr.getDefiningOp<AddPtrOp>()) {
     int64_t elemBytes =
         add.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
-    return std::min(knownAlignment(add.getPtr()),
-                    std::min(kDivisorCap, knownDivisor(add.getOffset()) *
-                                              elemBytes));
+    return std::min(
+        knownAlignment(add.getPtr()),
+        std::min(kDivisorCap, knownDivisor(add.getOffset()) * elemBytes));
   }
   return argumentHint(ptr, SageDialect::kAlignmentAttrName);
 }

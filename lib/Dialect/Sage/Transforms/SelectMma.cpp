@@ -31,8 +31,11 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
           hasWgmma && fitsWgmma(result.getDimSize(0), result.getDimSize(1), k,
                                 lhs.getElementTypeBitWidth(), warps);
       // An A computed in the program (not loaded) already lives in
-      // registers: wgmma takes it from there.
-      bool aInRegisters = !op->getOperand(0).getDefiningOp<LoadOp>();
+      // registers: wgmma takes it from there, unless A is contracted over
+      // its rows (a transposed A is only read from shared memory).
+      bool aInRegisters =
+          !op->getOperand(0).getDefiningOp<LoadOp>() &&
+          op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt() == 1;
       MmaKind kind = !wgmma         ? MmaKind::MmaSync
                      : aInRegisters ? MmaKind::WgmmaRegA
                                     : MmaKind::Wgmma;

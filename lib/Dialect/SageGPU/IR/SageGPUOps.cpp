@@ -45,9 +45,7 @@ struct LoadTransposed : public OpRewritePattern<TransOp> {
     auto load = op.getSource().getDefiningOp<sage::LoadOp>();
     if (!load || !load->hasOneUse() || load.getOffsets().size() != 2)
       return failure();
-    auto swap = [](OperandRange r) {
-      return SmallVector<Value>{r[1], r[0]};
-    };
+    auto swap = [](OperandRange r) { return SmallVector<Value>{r[1], r[0]}; };
     rw.replaceOpWithNewOp<sage::LoadOp>(
         op, op.getResult().getType(), load.getPtr(), swap(load.getOffsets()),
         swap(load.getStrides()), swap(load.getBounds()));
