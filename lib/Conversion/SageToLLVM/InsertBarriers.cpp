@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <limits>
+
 namespace mlir::sage {
 #define GEN_PASS_DEF_SAGEGPUINSERTBARRIERS
 #include "sage/Conversion/SageToLLVM/Passes.h.inc"
@@ -41,11 +43,15 @@ struct Effects {
   SmallVector<Access> visibleByMbarrier;
 };
 
+/// The bytes `shared` names: its local_alloc's placement, or, where that is
+/// not known (a tile passed in, or not yet allocated), all of shared memory.
 Access rangeOf(Value shared, bool write, bool async = false,
                bool warp0 = false) {
   auto alloc = shared.getDefiningOp<LocalAllocOp>();
+  if (!alloc || !alloc.getOffset())
+    return {0, std::numeric_limits<int64_t>::max(), write, async, warp0};
+  int64_t lo = *alloc.getOffset();
   auto type = cast<SharedTileType>(shared.getType());
-  int64_t lo = alloc && alloc.getOffset() ? *alloc.getOffset() : 0;
   return {lo, lo + type.getSizeInBytes(), write, async, warp0};
 }
 

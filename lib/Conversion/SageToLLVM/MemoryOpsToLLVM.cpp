@@ -221,19 +221,14 @@ static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
                                      int64_t w, Value addr, Value ok) {
   int64_t bytes = w * elem.getIntOrFloatBitWidth() / 8;
   VectorRegisters vr = vectorRegisters(b, bytes);
-  Type packed = VectorType::get({vr.count}, vr.type);
-  Value raw;
+  SmallVector<Value, 2> regs;
   if (vr.count == 1) {
-    Value v = inlinePtx(b, loc, vr.type, {addr, ok},
-                        ("mov." + vr.ptxType + " $0, 0;\n\t@$2 ld.global." +
-                         vr.ptxType + " $0, [$1];")
-                            .str(),
-                        ("=" + vr.constraint + ",l,b").str());
-    raw = LLVM::BitcastOp::create(
-        b, loc, packed,
-        LLVM::InsertElementOp::create(
-            b, loc, LLVM::PoisonOp::create(b, loc, packed), v,
-            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))));
+    regs.push_back(
+        inlinePtx(b, loc, vr.type, {addr, ok},
+                  ("mov." + vr.ptxType + " $0, 0;\n\t@$2 ld.global." +
+                   vr.ptxType + " $0, [$1];")
+                      .str(),
+                  ("=" + vr.constraint + ",l,b").str()));
   } else {
     auto pair =
         LLVM::LLVMStructType::getLiteral(b.getContext(), {vr.type, vr.type});
@@ -242,12 +237,16 @@ static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
         "mov.b64 $0, 0;\n\tmov.b64 $1, 0;\n\t@$3 ld.global.v2.b64 {$0, $1}, "
         "[$2];",
         "=l,=l,l,b");
-    raw = LLVM::PoisonOp::create(b, loc, packed);
     for (int64_t i = 0; i < 2; ++i)
-      raw = LLVM::InsertElementOp::create(
-          b, loc, raw, LLVM::ExtractValueOp::create(b, loc, v, i),
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+      regs.push_back(LLVM::ExtractValueOp::create(b, loc, v, i));
   }
+  // The registers, as the vector they pack, as the w elements.
+  Type packed = VectorType::get({vr.count}, vr.type);
+  Value raw = LLVM::PoisonOp::create(b, loc, packed);
+  for (auto [i, reg] : llvm::enumerate(regs))
+    raw = LLVM::InsertElementOp::create(
+        b, loc, raw, reg,
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(i))));
   Value vec = LLVM::BitcastOp::create(b, loc, VectorType::get({w}, elem), raw);
   SmallVector<Value> out;
   for (int64_t j = 0; j < w; ++j)

@@ -2,7 +2,6 @@
 
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
-#include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -43,7 +42,7 @@ int64_t mlir::sage::getOpScratchBytes(Operation *op) {
   if (isa<sagegpu::TransOp>(op))
     return getTransScratchBytes(op);
   if (isa<MakeTensorMapOp>(op))
-    return kTensorMapStagingBytes;
+    return MakeTensorMapOp::kBytes; // the map is assembled there
   return 0;
 }
 

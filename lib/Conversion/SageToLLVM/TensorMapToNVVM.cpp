@@ -16,7 +16,6 @@
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
-#include "sage/Conversion/SageToLLVM/Tma.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 

@@ -207,17 +207,18 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
         op.getRhs(), adaptor.getRhs(), op.getRhsContractDim(), shape->n);
     if (failed(descB))
       return failure();
-    std::optional<FailureOr<DescriptorBuilder>> descA;
+    std::optional<DescriptorBuilder> descA;
     if (kind == MmaKind::Wgmma) {
-      descA = descriptors(op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(),
-                          shape->m);
-      if (failed(*descA))
+      FailureOr<DescriptorBuilder> a = descriptors(
+          op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(), shape->m);
+      if (failed(a))
         return failure();
+      descA = *a;
       SmallVector<layout::Coord> warp;
       for (int32_t row : groupRows)
-        warp.push_back((*descA)->tile.at(row, 0));
-      (*descA)->mask = (*descA)->tile.access.threadMask({}, warp);
-      (*descA)->thread = (*descA)->tile.access.threadByteOffset(c, {}, warp);
+        warp.push_back(descA->tile.at(row, 0));
+      descA->mask = descA->tile.access.threadMask({}, warp);
+      descA->thread = descA->tile.access.threadByteOffset(c, {}, warp);
     }
 
     // The accumulator operand, block by block.
@@ -264,7 +265,7 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
                                     aWords[blk * steps + ks], b);
           continue;
         }
-        Value a = (*descA)->at(row, k0);
+        Value a = descA->at(row, k0);
         accs[blk] = NVVM::WgmmaMmaAsyncOp::create(
             rw, loc, structType, accs[blk], a, b,
             NVVM::MMAShapeAttr::get(ctx, 64, n,

@@ -59,9 +59,10 @@ std::optional<unsigned> contractedDimOf(OpOperand &use) {
   return std::nullopt;
 }
 
-/// The copy happens where the matmul is, so the load must sit in the same
-/// block with no global store in between (the tile must not change, and a
-/// load hoisted out of a loop must not be re-copied every iteration).
+/// The copy is issued where the load is and waited for before the matmul,
+/// so the two must sit in the same block (a load outside the matmul's loop is
+/// stored to shared memory once instead), with no global store in between:
+/// cp.async and TMA read global memory asynchronously, possibly after it.
 bool copyCanMoveToUser(LoadOp load, Operation *user) {
   if (user->getBlock() != load->getBlock())
     return false;
@@ -290,10 +291,9 @@ Value withEncoding(OpBuilder &b, Location loc, Value value,
   return ConvertLayoutOp::create(b, loc, type, value);
 }
 
-/// A scale tile as the `dim` slice of the result's encoding, oriented along
-/// the result's dimension `1 - dim` (rows for dim 1), then broadcast over
-/// the result. `along` is the scale's dimension that runs over those result
-/// indices.
+/// A scale tile as the `dim` slice of the result's encoding (an Mx1 column
+/// for dim 1, a 1xN row for dim 0; transposed when it comes the other way
+/// round), broadcast over the result. A single scale broadcasts directly.
 Value broadcastScale(OpBuilder &b, Location loc, Value scale,
                      RankedTensorType result, unsigned dim) {
   auto type = cast<RankedTensorType>(scale.getType());

@@ -121,13 +121,15 @@ def store_vector(ptr, value, index, D: int) -> None:
 
 
 def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
-                      PER_TOKEN: bool = False) -> None:
+                      PER_TOKEN: bool = False, transposed_stride=None) -> None:
     """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
     Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
     PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
     :func:`load_scale`). Rows of ``x`` past ``rows`` must already be 0 (they
-    are not stored, but they take part in a block's absmax).
+    are not stored, but they take part in a block's absmax). With
+    ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
+    transposed_stride) tensor (:func:`store_transposed_rows`).
     """
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
@@ -135,7 +137,10 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     else:
         x_q, scale = sl.quantize(x, sl.int8_per_block)
         store_block_scale(scale_ptr, scale, bh, block, nblocks)
-    store_rows(q_ptr, x_q, bh, row, rows, D)
+    if transposed_stride is None:
+        store_rows(q_ptr, x_q, bh, row, rows, D)
+    else:
+        store_transposed_rows(q_ptr, x_q, bh, row, rows, transposed_stride, D)
 
 
 def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool):

@@ -179,6 +179,13 @@ def padded_tokens(n: int) -> int:
     return cdiv(n, TOKEN_PAD) * TOKEN_PAD
 
 
+def untransposed(qt, n: int):
+    """The (X, n, D) view of a transposed, padded INT8 copy ``qt`` (X, D,
+    :func:`padded_tokens`), such as ``v_qt``: a torch tensor or a numpy
+    array, as given."""
+    return qt[:, :, :n].swapaxes(1, 2)
+
+
 def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
     """Lengths, head counts, ``stride_vtd`` and ``stride_dotd`` (the row
     strides of ``v_qt`` and ``do_qt``, :func:`padded_tokens` of Nkv and N) and the

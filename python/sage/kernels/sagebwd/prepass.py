@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, load_strided_rows,
-                                         load_vector, quantize_block_to, row_ids,
-                                         store_block_scale, store_transposed_rows, store_vector)
+                                         load_vector, quantize_block_to, row_ids, store_vector)
 
 
 def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
@@ -87,6 +86,5 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     vt = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D)
-    v_q, v_s = sl.quantize(vt, sl.int8_per_block)
-    store_block_scale(v_scale, v_s, bh, block, nblocks)
-    store_transposed_rows(v_qt, v_q, bh, row, N_KV, stride_vtd, D)
+    quantize_block_to(vt, v_qt, v_scale, bh, block, row, N_KV, nblocks, D,
+                      transposed_stride=stride_vtd)

@@ -30,7 +30,7 @@ from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec,
                                          Strides, Tiles, backward_buffers, constexprs,
                                          default_tiles, direct_kv, forward_buffers,
                                          forward_sequence, grids, runtime_args, scalar_args,
-                                         stride_args, strided_params)
+                                         stride_args, strided_params, untransposed)
 
 #: One JIT object per kernel (their in-memory caches persist across calls).
 JIT_KERNELS = {name: jit(fn, strided=strided_params(name)) for name, fn in KERNELS.items()}
@@ -141,12 +141,6 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
                          store_p_ds=store_p_ds, direct_kv=direct_kv))
 
 
-def untranspose_v(v_qt: torch.Tensor, n_kv: int) -> torch.Tensor:
-    """The (B*Hkv, Nkv, D) INT8 V as a view of the kernels' transposed, padded
-    ``v_qt`` (B*Hkv, D, :func:`launch.padded_tokens`)."""
-    return v_qt[:, :, :n_kv].transpose(1, 2)
-
-
 def _info(x: torch.Tensor) -> TensorInfo:
     return TensorInfo(tuple(x.shape), str(x.dtype).rsplit(".", 1)[-1], str(x.device))
 
@@ -207,7 +201,7 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for name in ("q", "k", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
     _launch(forward_sequence(plan.smooth_k), plan, values, q.device)
-    saved = Saved(plan, v=v, o=o, v_q=untranspose_v(buffers["v_qt"], shape.n_kv),
+    saved = Saved(plan, v=v, o=o, v_q=untransposed(buffers["v_qt"], shape.n_kv),
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved
 
