@@ -218,3 +218,42 @@ func.func @f(%a: tensor<64x1xf32, #blocked>) {
   %t = sagegpu.trans %a : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #blocked>
   return
 }
+
+// -----
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+func.func @f(%t: tensor<1x64xi64, #blocked>) {
+  // expected-error @+1 {{cannot initialise mbarriers from registers}}
+  %s = sagegpu.local_alloc %t : tensor<1x64xi64, #blocked> -> !sagegpu.smem<1xi64>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+func.func @f(%p: !sage.ptr<i8>, %s: !sagegpu.smem<64x64xi8, #shared>, %i: i64) {
+  // expected-error @+1 {{takes two offsets, strides and bounds (a 2-D view)}}
+  sagegpu.async_copy %p[%i, %i, %i] strides [%i, %i, %i] bounds [%i, %i, %i] into %s : !sage.ptr<i8> -> !sagegpu.smem<64x64xi8, #shared>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{contracts dimension 0 or 1 of each operand}}
+  %d = sagegpu.dot %a, %a, %z contract(2, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#half = #sagegpu.shared<swizzle = 0, bits = 16>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x128xf16, #half>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{multiplies 'i8' by 'f16'}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xf16, #half> -> tensor<64x64xi32, #mma>
+  return
+}

@@ -1,0 +1,40 @@
+// The lowering needs what sagegpu-allocate-shared-memory places, and wgmma
+// descriptors only describe the unswizzled K-major layout: both are
+// reported, not miscompiled.
+// RUN: sage-opt %s --convert-sage-to-llvm --split-input-file -verify-diagnostics
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @unplaced(%t: tensor<64x64xi8, #blocked>) {
+  // expected-error @+2 {{has no offset (run sagegpu-allocate-shared-memory)}}
+  // expected-error @+1 {{failed to legalize operation 'sagegpu.local_alloc'}}
+  %s = sagegpu.local_alloc %t : tensor<64x64xi8, #blocked> -> !sagegpu.smem<64x64xi8, #shared>
+  return
+}
+}
+
+// -----
+
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @no_scratch(%a: tensor<64x64xf32, #mma>) -> tensor<64x64xf32, #blocked> {
+  // expected-error @+1 {{needs shared scratch but has no offset (run sagegpu-allocate-shared-memory)}}
+  %0 = sagegpu.convert_layout %a : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #blocked>
+  return %0 : tensor<64x64xf32, #blocked>
+}
+}
+
+// -----
+
+#swizzled = #sagegpu.shared<swizzle = 128, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @swizzled(%a: !sagegpu.smem<64x128xi8, #swizzled>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  // expected-error @+2 {{wgmma reads shared operands in the unswizzled K-major core-matrix layout (swizzle = 0, inner = the contracted dimension)}}
+  // expected-error @+1 {{failed to legalize operation 'sagegpu.dot'}}
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #swizzled>, !sagegpu.smem<64x128xi8, #swizzled> -> tensor<64x64xi32, #wgmma>
+  return %d : tensor<64x64xi32, #wgmma>
+}
+}
