@@ -107,8 +107,10 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load) {
 }
 
 /// Beyond an asynchronous copy, TMA fills whole 16-byte chunks (so the
-/// contracted bound must not end inside one), its boxes have limits, and it
-/// writes the core-matrix layout only descriptor-read operands have.
+/// contracted bound must not end inside one) and its boxes have limits. It
+/// is used for the operands wgmma reads through descriptors; the others keep
+/// cp.async (a box lands in the same unswizzled layout, so they could take
+/// TMA too; that choice has not been measured).
 bool canCopyWithTma(LoadOp load, const CopyUse &use) {
   std::optional<MmaKind> kind = mmaOf(use.matmul);
   if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0))

@@ -22,8 +22,9 @@ inline bool isWgmma(MmaKind kind) {
 }
 
 /// Whether the instruction reads operand A (`lhs`) or B from a shared-memory
-/// descriptor, in wgmma's core-matrix layout (what a TMA box writes); the
-/// other operands are read as fragments from padded rows.
+/// descriptor (wgmma); the other operands are read as register fragments
+/// (mma.sync loads them from shared memory itself, wgmma_reg_a's A arrives
+/// in registers).
 inline bool readsFromDescriptor(MmaKind kind, bool lhs) {
   return kind == MmaKind::Wgmma || (kind == MmaKind::WgmmaRegA && !lhs);
 }
