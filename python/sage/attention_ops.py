@@ -93,7 +93,7 @@ def attention_bwd(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor, k_q:
     summed over each kv head's query heads). ``do`` has o's dtype."""
     plan = _plan(o, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
     saved = torch_ops.Saved(plan, q_q=q_q, q_scale=q_scale, q_mean=q_mean, k_q=k_q,
-                            k_scale=k_scale, k_mean=None, v_q=None, v_scale=None,
+                            k_scale=k_scale, k_mean=None, v_qt=None, v_scale=None,
                             v=to_kernel_view(v, layout), o=to_kernel_view(o, layout), lse=lse)
     dq, dk, dv, _ = torch_ops.backward(to_kernel_view(do, layout), saved)
     return tuple(to_kernel_view(g, layout) for g in (dq, dk, dv))

@@ -265,3 +265,19 @@ def test_interpreter_reports_the_same_errors_and_bad_arguments():
 def test_ops_outside_a_kernel():
     with pytest.raises(sl.CompilationError, match="only inside a kernel"):
         sl.program_id(0)
+
+
+def test_sigma16_needs_whole_16s_and_a_row_contraction():
+    def rows(a, n):
+        sl.load(a, (24, 16), (0, 0), (16, 1), (n, 16), sigma16_rows=True)  # HERE
+
+    expect_error(rows, [I8, N], {}, r"sigma16_rows permutes rows inside every 16: the tile "
+                 r"needs a multiple of 16 rows, got 24", "# HERE")
+
+    def contraction(a, n):
+        x = sl.load(a, (32, 16), (0, 0), (16, 1), (n, 16))
+        s = sl.zeros((1, 1), sl.float32)
+        sl.qmatmul(x, s, x, s, contract=(0, 0), rhs_sigma16=True)  # HERE
+
+    expect_error(contraction, [I8, N], {}, r"rhs_sigma16 needs lhs contracted over its "
+                 r"columns \(contract=\(1, _\)\)", "# HERE")

@@ -167,3 +167,36 @@ def test_interpreter_takes_strided_tensors_by_their_memory():
     host[:] = -1.0
     write_back()
     assert (base[1:, 2:4] == -1).all() and base[0].eq(torch.arange(6.0)).all()
+
+
+def _sigma16_pv(p, vt, o, n):
+    """P (64 x 32 i8) times V from a sigma16-ordered copy: rows of V read in
+    sigma16 order, stored transposed as they are, then contracted with
+    ``rhs_sigma16``."""
+    pt = sl.load(p, (64, 32), (0, 0), (32, 1), (64, 32))
+    vs = sl.load(vt, (32, 16), (0, 0), (16, 1), (n, 16), sigma16_rows=True)
+    one = sl.full((1, 1), 1.0, sl.float32)
+    sl.store(vt, vs, (0, 0), (1, 32), (32, 16))  # V^T, tokens in slot order
+    vq = sl.load(vt, (16, 32), (0, 0), (32, 1), (16, 32))
+    sl.store(o, sl.qmatmul(pt, one, vq, one, contract=(1, 1), rhs_sigma16=True),
+             (0, 0), (16, 1), (64, 16))
+
+
+def test_sigma16_order_round_trip_leaves_the_product_unchanged():
+    """A V stored in sigma16 order and contracted with rhs_sigma16 gives P V;
+    the order itself is the documented permutation, its inverse included."""
+    from sage.reference import sigma16_slot, sigma16_token
+    t = np.arange(48)
+    assert sorted(sigma16_slot(t)) == list(t)
+    np.testing.assert_array_equal(sigma16_token(sigma16_slot(t)), t)
+    np.testing.assert_array_equal(sigma16_slot(np.arange(16)),
+                                  [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15])
+    p = RNG.integers(-127, 128, (64, 32)).astype(np.int8)
+    v = RNG.integers(-127, 128, (32, 16)).astype(np.int8)
+    vt = np.zeros(16 * 32 + 32 * 16, np.int8)
+    vt[:32 * 16] = v.reshape(-1)
+    o = np.zeros((64, 16), np.float32)
+    # 30 valid rows: the two past the end read as 0 wherever their slots are.
+    sl.interpret(_sigma16_pv, 1, [p, vt, o, 30], {})
+    want = p.astype(np.int64)[:, :30] @ v.astype(np.int64)[:30]
+    np.testing.assert_array_equal(o, want.astype(np.float32))

@@ -67,12 +67,26 @@ struct ElementAccess {
   SmallVector<Value> inBounds;
 };
 
-static ElementAccess computeAccess(OpBuilder &b, Location loc,
-                                   const TileDistribution &dist, Type elem,
-                                   Value base,
-                                   ArrayRef<ValueRange> offsetRanges,
-                                   ArrayRef<ValueRange> strideRanges,
-                                   ArrayRef<ValueRange> boundRanges) {
+/// sigma16Token(slot) (include/sage/Layout/Encodings.h) of an i64 index:
+/// slot bits s3 s2 s1 s0 hold token bits t2 t1 t3 t0.
+static Value sigma16TokenOf(OpBuilder &b, Location loc, Value slot) {
+  auto c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  Value kept = arith::AndIOp::create(b, loc, slot, c(~int64_t(14)));
+  Value low = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, slot, c(1)), c(6));
+  Value high = arith::AndIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, slot, c(2)), c(8));
+  return arith::OrIOp::create(b, loc, kept,
+                              arith::OrIOp::create(b, loc, low, high));
+}
+
+static ElementAccess
+computeAccess(OpBuilder &b, Location loc, const TileDistribution &dist,
+              Type elem, Value base, ArrayRef<ValueRange> offsetRanges,
+              ArrayRef<ValueRange> strideRanges,
+              ArrayRef<ValueRange> boundRanges, bool sigma16Rows = false) {
   // Each index operand is one scalar; the 1:N adaptor gives ranges.
   auto flatten = [](ArrayRef<ValueRange> ranges) {
     SmallVector<Value> out;
@@ -95,8 +109,10 @@ static ElementAccess computeAccess(OpBuilder &b, Location loc,
   auto get = [&](unsigned d, Value coord) -> Along {
     auto [it, inserted] = along[d].try_emplace(coord);
     if (inserted) {
-      Value at = arith::AddIOp::create(
-          b, loc, arith::ExtUIOp::create(b, loc, i64, coord), offsets[d]);
+      Value index = arith::ExtUIOp::create(b, loc, i64, coord);
+      if (d == 0 && sigma16Rows)
+        index = sigma16TokenOf(b, loc, index);
+      Value at = arith::AddIOp::create(b, loc, index, offsets[d]);
       Value lo =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, at, zero);
       Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at,
@@ -296,7 +312,7 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     Type elem = op.getResult().getType().getElementType();
     ElementAccess access = computeAccess(
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
-        adaptor.getStrides(), adaptor.getBounds());
+        adaptor.getStrides(), adaptor.getBounds(), op.getSigma16Rows());
     int64_t width = recordedWidth(op);
     SmallVector<Value> values;
     if (width > 1) {

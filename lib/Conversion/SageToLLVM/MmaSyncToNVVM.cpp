@@ -4,7 +4,8 @@
 // of the accumulator layout is one instruction's fragment, at the tile the
 // layout puts it. A and B fragments are 32-bit words of K loaded from the
 // shared operands (lane 4g + q reads row g, word q, and their +8 row and +4
-// word neighbours), addressed through the operands' shared encodings.
+// word neighbours), addressed through the operands' shared encodings; a
+// register A (`#sagegpu.dot_op`) already holds its words.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,13 +69,20 @@ struct MmaSyncDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       return failure();
     std::optional<TileDistribution> out =
         TileDistribution::get(op.getResult().getType());
+    if (!out)
+      return rw.notifyMatchFailure(op, "result has no distributed layout");
     auto lhsType = dyn_cast<sagegpu::SharedTileType>(op.getLhs().getType());
-    if (!out || !lhsType)
-      return rw.notifyMatchFailure(op, "needs a shared lhs and an accumulator");
+    std::optional<RegisterFragments> regA;
+    if (!lhsType) {
+      regA = RegisterFragments::get(
+          cast<RankedTensorType>(op.getLhs().getType()), adaptor.getLhs());
+      if (!regA)
+        return rw.notifyMatchFailure(op, "register A has no layout");
+    }
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     const layout::LinearLayout &acc = out->getLayout();
-    Type elemType = lhsType.getElementType();
+    Type elemType = op.getRhs().getType().getElementType();
     bool isInt = elemType.isInteger(8);
     Type accType = op.getResult().getType().getElementType();
     auto resultType = LLVM::LLVMStructType::getLiteral(
@@ -106,10 +114,12 @@ struct MmaSyncDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       warpRows.push_back(basis.row);
       warpCols.push_back(basis.col);
     }
-    FragmentLoader a(c,
-                     {SharedTileAccess(lhsType, adaptor.getLhs().front()),
-                      op.getLhsContractDim()},
-                     wordType, warpRows);
+    std::optional<FragmentLoader> a;
+    if (lhsType)
+      a.emplace(c,
+                OperandTile{SharedTileAccess(lhsType, adaptor.getLhs().front()),
+                            op.getLhsContractDim()},
+                wordType, warpRows);
     FragmentLoader b(
         c,
         {SharedTileAccess(op.getRhs().getType(), adaptor.getRhs().front()),
@@ -131,10 +141,22 @@ struct MmaSyncDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       DenseMap<int32_t, SmallVector<Value, 2>> fb;
       for (auto [t, origin] : llvm::enumerate(origins)) {
         SmallVector<Value, 4> &wa = fa[origin.row];
-        if (wa.empty())
-          wa = {a.word(origin.row, k0), a.word(origin.row + 8, k0),
-                a.word(origin.row, k0 + 4 * wordElems),
-                a.word(origin.row + 8, k0 + 4 * wordElems)};
+        if (wa.empty() && regA) {
+          FailureOr<SmallVector<Value, 4>> words =
+              regA->words(rw, loc, origin.row, ks);
+          if (failed(words))
+            return op.emitOpError("register A encoding does not hold the "
+                                  "instruction's A fragments");
+          // mma.sync takes 16-bit pairs as vector<2xf16> words.
+          for (Value w : *words)
+            wa.push_back(wordType == rw.getI32Type()
+                             ? w
+                             : LLVM::BitcastOp::create(rw, loc, wordType, w));
+        } else if (wa.empty()) {
+          wa = {a->word(origin.row, k0), a->word(origin.row + 8, k0),
+                a->word(origin.row, k0 + 4 * wordElems),
+                a->word(origin.row + 8, k0 + 4 * wordElems)};
+        }
         SmallVector<Value, 2> &wb = fb[origin.col];
         if (wb.empty())
           wb = {b.word(origin.col, k0), b.word(origin.col, k0 + 4 * wordElems)};

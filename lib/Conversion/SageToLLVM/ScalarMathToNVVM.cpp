@@ -3,10 +3,13 @@
 // `llvm.log2.f32`, `llvm.exp.f32` and `llvm.log.f32` have no NVPTX lowering
 // (llc aborts the process on them), so scalar f32 log2 becomes the
 // `lg2.approx` intrinsic here, and exp and log are rewritten in base 2:
-// exp(x) = exp2(x * log2(e)), log(x) = log2(x) * ln(2). exp2 needs nothing:
-// `llvm.exp2.f32` selects `ex2.approx.f32`. Every other math op the backend
-// cannot select is left illegal, so the conversion reports it instead of
-// LLVM aborting (isSupportedScalarMath).
+// exp(x) = exp2(x * log2(e)), log(x) = log2(x) * ln(2). exp2 becomes
+// `ex2.approx.ftz.f32`: subnormal inputs and results are flushed to zero
+// (results below 2^-126 are 0, which no softmax weight can tell apart),
+// where `llvm.exp2.f32`'s `ex2.approx.f32` costs a compare and two
+// predicated multiplies around every MUFU.EX2 to keep them. Every other math
+// op the backend cannot select is left illegal, so the conversion reports it
+// instead of LLVM aborting (isSupportedScalarMath).
 //
 // The INT8 quantizer's last steps, round-to-nearest-even, clamp to
 // [-127, 127] and convert, stay off the F2I pipe: `cvt.rni*.s8.f32` runs on
@@ -53,6 +56,20 @@ struct Log2Lowering : public OpRewritePattern<math::Log2Op> {
     return success();
   }
 };
+/// exp2(x) -> ex2.approx.ftz, f32 (see the file comment).
+struct Exp2Lowering : public OpRewritePattern<math::Exp2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::Exp2Op op,
+                                PatternRewriter &rw) const override {
+    if (!op.getType().isF32())
+      return rw.notifyMatchFailure(op, "only scalar f32");
+    rw.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
+        op, op.getType(), rw.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
+        ValueRange{op.getOperand()});
+    return success();
+  }
+};
+
 /// exp(x) -> exp2(x * log2(e)), f32.
 struct ExpLowering : public OpRewritePattern<math::ExpOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -133,15 +150,15 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
 } // namespace
 
 void mlir::sage::populateScalarMathToNVVMPatterns(RewritePatternSet &patterns) {
-  patterns.add<Log2Lowering, ExpLowering, LogLowering>(patterns.getContext());
+  patterns.add<Log2Lowering, Exp2Lowering, ExpLowering, LogLowering>(
+      patterns.getContext());
 }
 
 bool mlir::sage::isSupportedScalarMath(Operation *op) {
-  // What NVPTX selects natively; log2, exp and log only after the patterns
-  // above have rewritten them.
-  return isa<math::Exp2Op, math::SqrtOp, math::AbsFOp, math::FmaOp,
-             math::RoundEvenOp, math::RoundOp, math::FloorOp, math::CeilOp,
-             math::TruncOp>(op);
+  // What NVPTX selects natively; log2, exp2, exp and log only after the
+  // patterns above have rewritten them.
+  return isa<math::SqrtOp, math::AbsFOp, math::FmaOp, math::RoundEvenOp,
+             math::RoundOp, math::FloorOp, math::CeilOp, math::TruncOp>(op);
 }
 
 void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {

@@ -96,37 +96,6 @@ Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
   return inlinePtx(b, loc, acc.getType(), operands, text, constraints);
 }
 
-/// The four A words of block row `row`, K step `ks` from the register
-/// tile's slots: word w is rows row + 8 (w & 1), k from 16 bytes (w >> 1)
-/// of the step, each word its elements in k order.
-FailureOr<SmallVector<Value, 4>>
-packAFragment(OpBuilder &b, Location loc, const TileDistribution &a,
-              ValueRange slots,
-              const DenseMap<std::pair<int32_t, int32_t>, int64_t> &slotOf,
-              int32_t row, int64_t ks, int64_t elemBytes) {
-  int32_t stepElems = int32_t(32 / elemBytes);
-  int32_t wordElems = int32_t(4 / elemBytes);
-  Type elem = a.getType().getElementType();
-  Type i32 = b.getI32Type();
-  SmallVector<Value, 4> words;
-  for (int32_t w = 0; w < 4; ++w) {
-    int32_t r = row + 8 * (w & 1);
-    int32_t k0 = int32_t(ks) * stepElems + (w >> 1) * (stepElems / 2);
-    Value vec =
-        LLVM::PoisonOp::create(b, loc, VectorType::get({wordElems}, elem));
-    for (int32_t j = 0; j < wordElems; ++j) {
-      auto it = slotOf.find({r, k0 + j});
-      if (it == slotOf.end())
-        return failure();
-      vec = LLVM::InsertElementOp::create(
-          b, loc, vec, slots[it->second],
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
-    }
-    words.push_back(LLVM::BitcastOp::create(b, loc, i32, vec));
-  }
-  return words;
-}
-
 struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(sagegpu::DotOp op, OneToNOpAdaptor adaptor,
@@ -236,19 +205,13 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
     // Register A: the words of [block][step], in registers before the fence.
     SmallVector<SmallVector<Value, 4>> aWords;
     if (kind == MmaKind::WgmmaRegA) {
-      std::optional<TileDistribution> a =
-          TileDistribution::get(op.getLhs().getType());
+      std::optional<RegisterFragments> a = RegisterFragments::get(
+          cast<RankedTensorType>(op.getLhs().getType()), adaptor.getLhs());
       if (!a)
         return rw.notifyMatchFailure(op, "register A has no layout");
-      DenseMap<std::pair<int32_t, int32_t>, int64_t> slotOf;
-      for (int64_t r = a->getNumElements() - 1; r >= 0; --r) {
-        layout::Coord at = a->slotOffset(r);
-        slotOf[{at.row, at.col}] = r;
-      }
       for (int32_t row : blockRows)
         for (int64_t ks = 0; ks < steps; ++ks) {
-          FailureOr<SmallVector<Value, 4>> words = packAFragment(
-              rw, loc, *a, adaptor.getLhs(), slotOf, row, ks, shape->elemBytes);
+          FailureOr<SmallVector<Value, 4>> words = a->words(rw, loc, row, ks);
           if (failed(words))
             return op.emitOpError("register A encoding does not hold the "
                                   "instruction's A fragments");

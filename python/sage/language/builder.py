@@ -146,8 +146,10 @@ class IRBuilder:
         return (f"{self._use(pointer)}[{self._uses(offsets)}] strides [{self._uses(strides)}] "
                 f"bounds [{self._uses(bounds)}]")
 
-    def load(self, pointer: Value, offsets, strides, bounds, result: TileType) -> str:
-        return self._one(f"sage.load {self._view(pointer, offsets, strides, bounds)} : "
+    def load(self, pointer: Value, offsets, strides, bounds, result: TileType,
+             sigma16_rows: bool = False) -> str:
+        order = " sigma16_rows" if sigma16_rows else ""
+        return self._one(f"sage.load {self._view(pointer, offsets, strides, bounds)}{order} : "
                          f"{pointer.type.mlir} -> {result.mlir}")
 
     def store(self, value: Value, pointer: Value, offsets, strides, bounds,
@@ -190,11 +192,14 @@ class IRBuilder:
         return f" acc {self._use(acc)}" if acc is not None else ""
 
     def qmatmul(self, lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
-                acc: Value | None, contract: tuple[int, int], result: TileType) -> str:
+                acc: Value | None, contract: tuple[int, int], result: TileType,
+                rhs_sigma16: bool = False) -> str:
+        order = " rhs_sigma16" if rhs_sigma16 else ""
         return self._one(
             f"sage.qmatmul {self._use(lhs)}[{self._use(lhs_scale)}], "
             f"{self._use(rhs)}[{self._use(rhs_scale)}]{self._acc(acc)} "
-            f"contract({contract[0]}, {contract[1]}) : {lhs.type.mlir}, {lhs_scale.type.mlir}, "
+            f"contract({contract[0]}, {contract[1]}){order} : {lhs.type.mlir}, "
+            f"{lhs_scale.type.mlir}, "
             f"{rhs.type.mlir}, {rhs_scale.type.mlir} -> {result.mlir}")
 
     def matmul(self, lhs: Value, rhs: Value, acc: Value | None, contract: tuple[int, int],

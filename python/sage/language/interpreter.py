@@ -110,10 +110,11 @@ class Interpreter:
     def addptr(self, pointer: Value, offset: Value) -> _Pointer:
         return _Pointer(pointer.handle.memory, pointer.handle.offset + int(offset.handle))
 
-    def load(self, pointer: Value, offsets, strides, bounds, result: TileType) -> np.ndarray:
+    def load(self, pointer: Value, offsets, strides, bounds, result: TileType,
+             sigma16_rows: bool = False) -> np.ndarray:
         try:
             tile = reference.load(pointer.handle.view(), _ints(offsets), _ints(strides),
-                                  _ints(bounds), result.shape)
+                                  _ints(bounds), result.shape, sigma16_rows=sigma16_rows)
         except ValueError as exc:
             raise error(f"sl.load: {exc}") from None
         return convert(tile, result.element)
@@ -153,9 +154,11 @@ class Interpreter:
         return reference.dequantize(q.handle, scales.handle, scheme.granularity)
 
     def qmatmul(self, lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
-                acc: Value | None, contract: tuple[int, int], result: TileType) -> np.ndarray:
+                acc: Value | None, contract: tuple[int, int], result: TileType,
+                rhs_sigma16: bool = False) -> np.ndarray:
         out = reference.qmatmul(lhs.handle, lhs_scale.handle, rhs.handle, rhs_scale.handle,
-                                *contract, acc=None if acc is None else acc.handle)
+                                *contract, acc=None if acc is None else acc.handle,
+                                rhs_sigma16=rhs_sigma16)
         return convert(out, float32)
 
     def matmul(self, lhs: Value, rhs: Value, acc: Value | None, contract: tuple[int, int],

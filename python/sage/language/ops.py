@@ -111,16 +111,29 @@ def _view(offsets: Sequence[Scalar], strides: Sequence[Scalar],
 
 
 def load(pointer: Value, shape: tuple[int, int], offsets: Sequence[Scalar],
-         strides: Sequence[Scalar], bounds: Sequence[Scalar]) -> Value:
+         strides: Sequence[Scalar], bounds: Sequence[Scalar],
+         sigma16_rows: bool = False) -> Value:
     """A ``shape`` tile read from a strided 2-D view (``sage.load``).
 
     Element ``(i, j)`` comes from ``pointer + (offsets[0]+i)*strides[0] +
     (offsets[1]+j)*strides[1]`` if ``0 <= offsets[d]+idx[d] < bounds[d]`` for
     both dimensions, else it is 0. All counts are elements.
+
+    ``sigma16_rows=True`` reads the rows in sigma16 order: row ``i`` of the
+    tile is row ``sigma16_token(i)`` of the view (permuted inside every 16,
+    :mod:`sage.reference.sigma16`; the tile needs a multiple of 16 rows). A
+    copy stored from such a tile is the ``rhs_sigma16`` operand of
+    :func:`qmatmul`.
     """
     pointer = _pointer(pointer, "load's pointer")
     result = TileType(static_shape(shape), pointer.type.element)
-    return Value(result, backend().load(pointer, *_view(offsets, strides, bounds), result))
+    if not isinstance(sigma16_rows, bool):
+        raise error("sigma16_rows must be a Python bool")
+    if sigma16_rows and result.shape[0] % 16:
+        raise error(f"sigma16_rows permutes rows inside every 16: the tile needs a "
+                    f"multiple of 16 rows, got {result.shape[0]}")
+    return Value(result, backend().load(pointer, *_view(offsets, strides, bounds), result,
+                                        sigma16_rows))
 
 
 def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
@@ -298,23 +311,38 @@ def _scale_of(scale: Value, operand: Value, contract: int, what: str) -> Value:
 
 
 def qmatmul(lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
-            contract: tuple[int, int] = (1, 1), acc: Value | None = None) -> Value:
+            contract: tuple[int, int] = (1, 1), acc: Value | None = None,
+            rhs_sigma16: bool = False) -> Value:
     """``acc + f32(lhs . rhs) * (lhs_scale * rhs_scale)`` on i8 tiles (``sage.qmatmul``).
 
     ``contract=(1, 1)`` is ``lhs @ rhs.T``, ``(1, 0)`` is ``lhs @ rhs`` and
     ``(0, 0)`` is ``lhs.T @ rhs``. Each scale is ``1x1`` or one value per row
     (column) of its operand's kept dimension.
+
+    ``rhs_sigma16=True``: rhs holds its contraction index in sigma16 order
+    (logical ``k`` at ``sigma16_slot(k)``, as a copy stored from a
+    ``load(..., sigma16_rows=True)`` tile holds it). Then an lhs computed in
+    registers (an INT8 P quantized from a matmul result) feeds the tensor
+    cores without a trip through shared memory. Needs ``contract=(1, _)``
+    and a contraction of a multiple of 16.
     """
     lhs = tile(lhs, "qmatmul's lhs", (int8,))
     rhs = tile(rhs, "qmatmul's rhs", (int8,))
     dims, result = _contraction(lhs, rhs, contract)
+    if not isinstance(rhs_sigma16, bool):
+        raise error("rhs_sigma16 must be a Python bool")
+    if rhs_sigma16 and (dims[0] != 1 or lhs.shape[1] % 16):
+        raise error(f"rhs_sigma16 needs lhs contracted over its columns (contract=(1, _)) "
+                    f"and a contraction of a multiple of 16, got contract={dims} with "
+                    f"lhs {lhs.type.mlir}")
     if lhs.shape[dims[0]] > MAX_INT8_CONTRACTION:
         raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
                     f"(at most {MAX_INT8_CONTRACTION})")
     lhs_scale = _scale_of(lhs_scale, lhs, dims[0], "lhs")
     rhs_scale = _scale_of(rhs_scale, rhs, dims[1], "rhs")
     acc = _accumulator(acc, result)
-    return Value(result, backend().qmatmul(lhs, lhs_scale, rhs, rhs_scale, acc, dims, result))
+    return Value(result, backend().qmatmul(lhs, lhs_scale, rhs, rhs_scale, acc, dims, result,
+                                           rhs_sigma16))
 
 
 def matmul(lhs: Value, rhs: Value, contract: tuple[int, int] = (1, 1),

@@ -21,6 +21,7 @@ Conventions:
 
 from sage.reference.matmul import MAX_INT8_CONTRACTION, int8_dot, matmul, qmatmul
 from sage.reference.memory import load, store
+from sage.reference.sigma16 import sigma16_slot, sigma16_token
 from sage.reference.quant import (GRANULARITIES, INT8_MAX, ROUNDINGS, dequantize,
                                   quantize, round_to_integer, scale_shape)
 from sage.reference.softmax import softmax_update
@@ -29,6 +30,7 @@ from sage.reference.tiles import REDUCTIONS, broadcast, iota, reduce, smooth, to
 __all__ = [
     "GRANULARITIES", "INT8_MAX", "MAX_INT8_CONTRACTION", "REDUCTIONS", "ROUNDINGS",
     "broadcast", "dequantize", "int8_dot", "iota", "load", "matmul", "qmatmul",
-    "quantize", "reduce", "round_to_integer", "scale_shape", "smooth",
+    "quantize", "reduce", "round_to_integer", "scale_shape", "sigma16_slot",
+    "sigma16_token", "smooth",
     "softmax_update", "store", "to_bf16",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sage.reference.sigma16 import sigma16_slot
 from sage.reference.tiles import require_axis, require_tile, to_bf16
 
 # 127 * 127 * 131072 < 2**31: the int32 accumulator cannot overflow.
@@ -80,7 +81,7 @@ def _scale_column(scale: np.ndarray, operand: np.ndarray, contract: int, name: s
 
 def qmatmul(lhs_q: np.ndarray, lhs_scale: np.ndarray, rhs_q: np.ndarray,
             rhs_scale: np.ndarray, lhs_contract: int = 1, rhs_contract: int = 1,
-            acc: np.ndarray | None = None) -> np.ndarray:
+            acc: np.ndarray | None = None, rhs_sigma16: bool = False) -> np.ndarray:
     """``sage.qmatmul``: ``acc + float(dot) * (lhs_scale * rhs_scale)``, ``M x N`` float64.
 
     ``dot`` is :func:`int8_dot`. ``lhs_scale`` is ``(M,1)`` or ``(1,1)`` when
@@ -89,7 +90,18 @@ def qmatmul(lhs_q: np.ndarray, lhs_scale: np.ndarray, rhs_q: np.ndarray,
     when 0. A scale that is not size 1 along its operand's contracted
     dimension is a ValueError. The epilogue is computed in float64 (the GPU
     does it in f32: compare with a tolerance, or emulate the f32 epilogue).
+    With ``rhs_sigma16`` rhs holds its contraction index in sigma16 order
+    (logical ``k`` at ``sigma16_slot(k)``, :mod:`sage.reference.sigma16`):
+    it needs ``lhs_contract == 1`` and a contraction of a multiple of 16.
     """
+    if rhs_sigma16:
+        require_tile(rhs_q, "rhs")
+        k = rhs_q.shape[require_axis(rhs_contract, "rhs_contract")]
+        if k % 16 or lhs_contract != 1:
+            raise ValueError("rhs_sigma16 needs lhs contracted over its columns and a "
+                             f"contraction of a multiple of 16, got {k}")
+        logical = sigma16_slot(np.arange(k))
+        rhs_q = rhs_q[:, logical] if rhs_contract == 1 else rhs_q[logical, :]
     dot = int8_dot(lhs_q, rhs_q, lhs_contract, rhs_contract)
     lhs_s = _scale_column(lhs_scale, lhs_q, lhs_contract, "lhs")
     rhs_s = _scale_column(rhs_scale, rhs_q, rhs_contract, "rhs")

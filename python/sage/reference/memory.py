@@ -6,18 +6,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sage.reference.sigma16 import sigma16_token
 from sage.reference.tiles import require_pair, require_tile
 
 
 def _addresses(buffer: np.ndarray, offsets: Sequence[int], strides: Sequence[int],
-               bounds: Sequence[int], shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Element addresses of a tile and the mask of its in-bounds elements."""
+               bounds: Sequence[int], shape: tuple[int, int],
+               sigma16_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Element addresses of a tile and the mask of its in-bounds elements
+    (tile row ``i`` at view row ``sigma16_token(i)`` with ``sigma16_rows``)."""
     if not isinstance(buffer, np.ndarray) or buffer.ndim != 1:
         raise ValueError("buffer must be a 1-D numpy array (flat global memory)")
     offsets = require_pair(offsets, "offsets")
     strides = require_pair(strides, "strides")
     bounds = require_pair(bounds, "bounds")
-    row = offsets[0] + np.arange(shape[0], dtype=np.int64)[:, None]
+    rows = np.arange(shape[0], dtype=np.int64)
+    if sigma16_rows:
+        if shape[0] % 16:
+            raise ValueError(f"sigma16_rows needs a multiple of 16 rows, got {shape[0]}")
+        rows = sigma16_token(rows)
+    row = offsets[0] + rows[:, None]
     col = offsets[1] + np.arange(shape[1], dtype=np.int64)[None, :]
     valid = (row >= 0) & (row < bounds[0]) & (col >= 0) & (col < bounds[1])
     address = row * strides[0] + col * strides[1]
@@ -29,17 +37,20 @@ def _addresses(buffer: np.ndarray, offsets: Sequence[int], strides: Sequence[int
 
 
 def load(buffer: np.ndarray, offsets: Sequence[int], strides: Sequence[int],
-         bounds: Sequence[int], shape: Sequence[int]) -> np.ndarray:
+         bounds: Sequence[int], shape: Sequence[int], sigma16_rows: bool = False
+         ) -> np.ndarray:
     """``sage.load``: reads a ``shape`` tile from flat memory, masking the outside.
 
     Element ``(i, j)`` is ``buffer[(offsets[0]+i)*strides[0] +
     (offsets[1]+j)*strides[1]]`` when ``0 <= offsets[d]+idx[d] < bounds[d]``
     for both dimensions ``d`` and 0 otherwise. The tile has ``buffer``'s dtype.
+    With ``sigma16_rows`` the rows come in sigma16 order: row ``i`` is read
+    as view row ``sigma16_token(i)`` (:mod:`sage.reference.sigma16`).
     """
     tile_shape = require_pair(shape, "shape")
     if min(tile_shape) < 1:
         raise ValueError(f"shape must have no empty dimension, got {tile_shape}")
-    address, valid = _addresses(buffer, offsets, strides, bounds, tile_shape)
+    address, valid = _addresses(buffer, offsets, strides, bounds, tile_shape, sigma16_rows)
     out = np.zeros(tile_shape, dtype=buffer.dtype)
     out[valid] = buffer[address[valid]]
     return out

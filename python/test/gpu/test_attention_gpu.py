@@ -34,7 +34,7 @@ torch = pytest.importorskip("torch")
 import sage  # noqa: E402
 from sage.attention_checks import AttentionArgumentError  # noqa: E402
 from sage.kernels.sagebwd import torch_ops  # noqa: E402
-from sage.kernels.sagebwd.launch import cdiv  # noqa: E402
+from sage.kernels.sagebwd.launch import Tiles, cdiv, int8_v  # noqa: E402
 from sage.reference.sagebwd import (ForwardResult, QuantizedInputs, SageBwdConfig,  # noqa: E402
                                     attention_reference, cosine_similarity,
                                     emulate_backward, emulate_forward, relative_l2,
@@ -174,7 +174,7 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
         q_mean=arr(saved.q_mean, s.batch, s.heads, nq, s.d) if saved.plan.smooth_q else None,
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
         k_scale=arr(saved.k_scale, s.batch, s.kv_heads, k_scales),
-        v_q=arr(saved.v_q, s.batch, s.kv_heads, s.n_kv, s.d),
+        v_q=arr(int8_v(saved.v_qt, s.n_kv), s.batch, s.kv_heads, s.n_kv, s.d),
         v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk),
         k_mean=arr(saved.k_mean, s.batch, s.kv_heads, s.d))
 
@@ -250,6 +250,27 @@ def test_kernels_match_emulation_and_exact_attention(name, record):
     assert lse_error < 1e-2, f"{name}: natural_lse vs exact LSE, relative L2 {lse_error}"
 
     _check_autograd_api(name, case, user, o, (dq, dk, dv))
+
+
+@pytest.mark.parametrize("name", ["f16_d64_gqa_tails", "bf16_d128_causal_gqa_n257"])
+def test_forward_on_mma_sync_matches_emulation(name, record):
+    """Eight warps on 64-row tiles put the forward's matmuls on mma.sync: P~
+    reaches the PV product from registers in the sigma16 fragment layout
+    there too (the default tiles cover wgmma)."""
+    case = CASES[name]
+    logical = _logical_inputs(case)
+    views = {key: _kernel_view(x, case.layout)
+             for key, x in _user_inputs(case, logical).items()}
+    o, lse, saved = torch_ops.forward(views["q"], views["k"], views["v"], causal=case.causal,
+                                      sm_scale=case.sm_scale, smooth_k=case.smooth_k,
+                                      smooth_q=case.smooth_q, scales=case.scales,
+                                      tiles=Tiles(64, 64, 8))
+    torch.cuda.synchronize()
+    q, k, v = (_emulation_array(logical[key]) for key in ("q", "k", "v"))
+    fwd = emulate_forward(q, k, v, _config(case, saved))
+    errors = {"o": relative_l2(_f64(o), fwd.o), "lse": relative_l2(_f64(lse), fwd.lse)}
+    record(f"mma_sync_forward_vs_emulation_{name}", errors)
+    assert max(errors.values()) <= EMULATION_TOLERANCE, f"{name}: {errors}"
 
 
 def _check_autograd_api(name: str, case: Case, user: dict, o_ops, grads_ops) -> None:

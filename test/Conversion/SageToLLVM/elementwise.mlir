@@ -7,7 +7,7 @@ module attributes {sage.num_warps = 4 : i32} {
 // CHECK-SAME: (%[[A0:[^:]*]]: f32, %[[A1:[^:]*]]: f32, %[[A2:[^:]*]]: f32, %[[A3:[^:]*]]: f32, %[[C:[^:]*]]: f32)
 // CHECK-SAME: -> (f32, f32, f32, f32)
 func.func @rescale(%x: tensor<16x32xf32>, %col: tensor<16x1xf32>) -> tensor<16x32xf32> {
-  // CHECK-DAG: %[[E0:.*]] = math.exp2 %[[C]] : f32
+  // CHECK-DAG: %[[E0:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"(%[[C]]) : (f32) -> f32
   %e = math.exp2 %col : tensor<16x1xf32>
   %b = sage.broadcast %e : tensor<16x1xf32> -> tensor<16x32xf32>
   // CHECK-DAG: %[[M0:.*]] = arith.mulf %[[A0]], %[[E0]] : f32

@@ -16,6 +16,26 @@ func.func @copy(%src: !sage.ptr<f16>, %dst: !sage.ptr<f16>, %n: i64) {
   return
 }
 
+// Rows in sigma16 order: the tile row index i reads view row
+// (i & ~14) | ((i >> 1) & 6) | ((i << 2) & 8) (sigma16Token), the bounds
+// checked on that row.
+// CHECK-LABEL: func.func @sigma16_rows
+// CHECK-DAG: %[[KEEP:.*]] = arith.constant -15 : i64
+// CHECK-DAG: %[[SIX:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[EIGHT:.*]] = arith.constant 8 : i64
+// CHECK: arith.andi %{{.*}}, %[[KEEP]] : i64
+// CHECK: arith.andi %{{.*}}, %[[SIX]] : i64
+// CHECK: arith.andi %{{.*}}, %[[EIGHT]] : i64
+// CHECK: arith.cmpi slt
+// CHECK-COUNT-4: ld.global.b16
+func.func @sigma16_rows(%src: !sage.ptr<f16>, %dst: !sage.ptr<f16>, %n: i64) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] sigma16_rows : !sage.ptr<f16> -> tensor<16x32xf16>
+  sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<16x32xf16>, !sage.ptr<f16>
+  return
+}
+
 // A 16x1 column is replicated along dimension 1: only lanes at column
 // position 0 own it, so stores are predicated on that.
 // CHECK-LABEL: func.func @atomic_column

@@ -38,6 +38,19 @@ func.func @dp(%do: tensor<64x128xf16>, %v: tensor<64x128xf16>) -> tensor<64x64xf
   return %dp : tensor<64x64xf32>
 }
 
+// A register A (the rhs_sigma16 PV): P from the accumulator is packed into
+// A words in registers; only B is loaded from shared memory (16 words per
+// 16-row block and K step, none for A).
+// CHECK-LABEL: func.func @pv_sigma16
+// CHECK: llvm.bitcast %{{.*}} : vector<4xi8> to i32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 32>}
+func.func @pv_sigma16(%x: tensor<64x64xf32>, %vt: tensor<64x64xi8>, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %y = sage.qmatmul %vt[%s], %vt[%s] contract(1, 1) : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %p = arith.fptosi %y : tensor<64x64xf32> to tensor<64x64xi8>
+  %o = sage.qmatmul %p[%s], %vt[%s] contract(1, 1) rhs_sigma16 : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+
 // bf16 operands are passed as i32 words.
 // CHECK-LABEL: func.func @dp_bf16
 // CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>

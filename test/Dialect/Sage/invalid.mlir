@@ -147,6 +147,14 @@ func.func @f(%p: !sage.ptr<f16>, %i: i64) {
 
 // -----
 
+func.func @f(%p: !sage.ptr<f16>, %i: i64) {
+  // expected-error @+1 {{'sage.load' op sigma16_rows permutes rows inside every 16: the tile needs a multiple of 16 rows, got 8}}
+  %0 = sage.load %p[%i, %i] strides [%i, %i] bounds [%i, %i] sigma16_rows : !sage.ptr<f16> -> tensor<8x16xf16>
+  return
+}
+
+// -----
+
 func.func @f(%p: !sage.ptr<f16>, %i: i64, %t: tensor<16x16xbf16>) {
   // expected-error @+1 {{'sage.store' op tile element type 'bf16' does not match pointee type 'f16'}}
   sage.store %t, %p[%i, %i] strides [%i, %i] bounds [%i, %i] : tensor<16x16xbf16>, !sage.ptr<f16>
@@ -344,6 +352,22 @@ func.func @f(%q: tensor<4x8xi8>, %s: tensor<1x1xf32>) {
 //===----------------------------------------------------------------------===//
 // qmatmul / matmul
 //===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%a: tensor<64x24xi8>, %s: tensor<1x1xf32>) {
+  // expected-error @+1 {{'sage.qmatmul' op rhs_sigma16 permutes the contraction inside every 16: it needs a multiple of 16, got 24}}
+  %0 = sage.qmatmul %a[%s], %a[%s] contract(1, 1) rhs_sigma16 : tensor<64x24xi8>, tensor<1x1xf32>, tensor<64x24xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<32x64xi8>, %s: tensor<1x1xf32>) {
+  // expected-error @+1 {{'sage.qmatmul' op rhs_sigma16 feeds lhs as a register A operand: lhs must be contracted over its columns (contract(1, _))}}
+  %0 = sage.qmatmul %a[%s], %a[%s] contract(0, 0) rhs_sigma16 : tensor<32x64xi8>, tensor<1x1xf32>, tensor<32x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return
+}
 
 // -----
 

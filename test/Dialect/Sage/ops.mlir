@@ -25,6 +25,8 @@ func.func @memory(%src: !sage.ptr<f16>, %dst: !sage.ptr<f32>, %n: i64) {
   %c64 = arith.constant 64 : i64
   // CHECK: sage.load %{{.*}}[%{{.*}}, %{{.*}}] strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] : !sage.ptr<f16> -> tensor<64x32xf16>
   %t = sage.load %src[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : !sage.ptr<f16> -> tensor<64x32xf16>
+  // CHECK: sage.load {{.*}} bounds[%{{.*}}, %{{.*}}] sigma16_rows : !sage.ptr<f16> -> tensor<64x32xf16>
+  %t16 = sage.load %src[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] sigma16_rows : !sage.ptr<f16> -> tensor<64x32xf16>
   %f = arith.extf %t : tensor<64x32xf16> to tensor<64x32xf32>
   // CHECK: sage.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] : tensor<64x32xf32>, !sage.ptr<f32>
   sage.store %f, %dst[%c0, %c0] strides [%c64, %c1] bounds [%n, %c64] : tensor<64x32xf32>, !sage.ptr<f32>
@@ -85,6 +87,9 @@ func.func @matmuls(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>,
   // A per-row scale on the non-contracted dimension (P~ V in the forward).
   // CHECK: contract(1, 0) : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   %o = sage.qmatmul %p[%spr], %k[%sk] contract(1, 0) : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
+  // A rhs in sigma16 order (V^T as the pre-pass writes it).
+  // CHECK: contract(1, 0) rhs_sigma16 : tensor<64x32xi8>
+  %o16 = sage.qmatmul %p[%spr], %k[%sk] contract(1, 0) rhs_sigma16 : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   // CHECK: sage.matmul %{{.*}}, %{{.*}} contract(1, 1) : tensor<64x128xf16>, tensor<32x128xf16> -> tensor<64x32xf32>
   %dp = sage.matmul %a, %b contract(1, 1) : tensor<64x128xf16>, tensor<32x128xf16> -> tensor<64x32xf32>
   // CHECK: sage.matmul %{{.*}}, %{{.*}} acc %{{.*}} contract(0, 0) : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<128x128xf32>

@@ -58,3 +58,18 @@ func.func @two_warps(%q: tensor<64x128xi8>, %s: tensor<1x1xf32>) {
   return
 }
 }
+
+// -----
+
+// A rhs in sigma16 order needs A in registers, even a loaded A.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @sigma16_loaded_a
+// CHECK: contract(1, 1) rhs_sigma16 using wgmma_reg_a
+func.func @sigma16_loaded_a(%a: !sage.ptr<i8>, %n: i64, %b: tensor<64x64xi8>, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x64xi8>
+  %o = sage.qmatmul %at[%s], %b[%s] contract(1, 1) rhs_sigma16 : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+}

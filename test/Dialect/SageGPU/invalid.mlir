@@ -203,6 +203,17 @@ func.func @f(%a: tensor<64x128xi8, #blocked>, %b: !sagegpu.smem<64x128xi8, #shar
 // -----
 
 #shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+#dot_op = #sagegpu.dot_op<0, parent = #sagegpu.mma<wgmma, warps = [4, 1], n = 128>, bits = 8>
+func.func @f(%a: tensor<64x128xi8, #dot_op>, %b: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #mma>) {
+  // expected-error @+1 {{register lhs fragments must be of the result's accumulator encoding, got #sagegpu.mma<wgmma, warps = [4, 1], n = 128>}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : tensor<64x128xi8, #dot_op>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #blocked>) {
   // expected-error @+1 {{result must carry an #sagegpu.mma accumulator encoding}}

@@ -224,3 +224,41 @@ func.func @reg_a(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+// A rhs in sigma16 order takes A from registers in the sigma16 fragment
+// layout: an INT8 P quantized from an accumulator reaches it by a
+// conversion (in-thread: no shared tile), on wgmma and on mma.sync alike.
+// CHECK: #dot_op1 = #sagegpu.dot_op<0, parent = #mma, bits = 8, sigma16 = true>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @sigma16_pv
+// CHECK: %[[P:.*]] = arith.fptosi
+// CHECK-NEXT: %[[A:.*]] = sagegpu.convert_layout %[[P]] : tensor<64x64xi8, #mma> -> tensor<64x64xi8, #dot_op1>
+// CHECK: sagegpu.dot %[[A]], %{{.*}} : tensor<64x64xi8, #dot_op1>, !sagegpu.smem<64x64xi8, #shared>
+// CHECK-NOT: sagegpu.local_alloc %[[P]]
+func.func @sigma16_pv(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>, %vt: tensor<64x64xi8>,
+                      %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %x = sage.qmatmul %q[%s], %k[%s] contract(1, 1) : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %p = arith.fptosi %x : tensor<64x64xf32> to tensor<64x64xi8>
+  %o = sage.qmatmul %p[%s], %vt[%s] contract(1, 1) rhs_sigma16 : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+}
+
+// -----
+
+// CHECK: #dot_op = #sagegpu.dot_op<0, parent = #mma, bits = 8, sigma16 = true>
+module attributes {sage.target = "sm_80", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @sigma16_pv_mma_sync
+// CHECK: %[[P:.*]] = arith.fptosi
+// CHECK-NEXT: %[[A:.*]] = sagegpu.convert_layout %[[P]] : tensor<64x64xi8, #mma> -> tensor<64x64xi8, #dot_op>
+// CHECK: sagegpu.dot %[[A]], %{{.*}} : tensor<64x64xi8, #dot_op>, !sagegpu.smem<64x64xi8, #shared>
+func.func @sigma16_pv_mma_sync(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>, %vt: tensor<64x64xi8>,
+                               %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %x = sage.qmatmul %q[%s], %k[%s] contract(1, 1) : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %p = arith.fptosi %x : tensor<64x64xf32> to tensor<64x64xi8>
+  %o = sage.qmatmul %p[%s], %vt[%s] contract(1, 1) rhs_sigma16 : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+}

@@ -48,6 +48,29 @@ inline layout::Coord fragmentOffset(int64_t e) {
   return {int32_t(8 * (e / 2)), int32_t(e % 2)};
 }
 
+/// A register A operand (`#sagegpu.dot_op` A, wgmma's or mma.sync's): the
+/// 32-bit words of its instruction fragments, from the thread's slots.
+class RegisterFragments {
+public:
+  /// Null when `type` has no distributed layout.
+  static std::optional<RegisterFragments> get(RankedTensorType type,
+                                              ValueRange slots);
+
+  /// The four A words of the 16-row block at `row` (relative to the
+  /// thread's own position), K step `ks` (32 bytes): word w holds rows
+  /// row + 8 (w & 1), k from the step's half w >> 1, its elements in k
+  /// order. With `sigma16`, physical k takes logical column
+  /// sigma16Token(k). Failure: the thread does not hold those elements.
+  FailureOr<SmallVector<Value, 4>> words(OpBuilder &b, Location loc,
+                                         int32_t row, int64_t ks) const;
+
+private:
+  RankedTensorType type;
+  ValueRange slots;
+  bool sigma16 = false;
+  DenseMap<std::pair<int32_t, int32_t>, int64_t> slotOf;
+};
+
 /// The warp part of `acc`'s positions in this thread (the lane part is the
 /// instruction's own fragment layout).
 std::pair<Value, Value> warpOrigin(ThreadCoords &c,

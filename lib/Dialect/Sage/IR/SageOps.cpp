@@ -77,8 +77,14 @@ static LogicalResult verifyTileAccess(Operation *op, PtrType ptr,
 }
 
 LogicalResult LoadOp::verify() {
-  return verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
-                          getOffsets(), getStrides(), getBounds());
+  if (failed(verifyTileAccess(*this, getPtr().getType(), getResult().getType(),
+                              getOffsets(), getStrides(), getBounds())))
+    return failure();
+  if (getSigma16Rows() && getResult().getType().getDimSize(0) % 16 != 0)
+    return emitOpError() << "sigma16_rows permutes rows inside every 16: the "
+                            "tile needs a multiple of 16 rows, got "
+                         << getResult().getType().getDimSize(0);
+  return success();
 }
 
 bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,
@@ -315,6 +321,16 @@ LogicalResult QMatmulOp::verify() {
       failed(verifyMatmulScale(*this, "rhs", rhs, getRhsScale().getType(),
                                getRhsContractDim())))
     return failure();
+  if (getRhsSigma16()) {
+    if (shape->k % 16 != 0)
+      return emitOpError() << "rhs_sigma16 permutes the contraction inside "
+                              "every 16: it needs a multiple of 16, got "
+                           << shape->k;
+    if (getLhsContractDim() != 1)
+      return emitOpError() << "rhs_sigma16 feeds lhs as a register A "
+                              "operand: lhs must be contracted over its "
+                              "columns (contract(1, _))";
+  }
   return success();
 }
 

@@ -32,10 +32,14 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
                                 lhs.getElementTypeBitWidth(), warps);
       // An A computed in the program (not loaded) already lives in
       // registers: wgmma takes it from there, unless A is contracted over
-      // its rows (a transposed A is only read from shared memory).
+      // its rows (a transposed A is only read from shared memory). A rhs in
+      // sigma16 order needs A in registers (the verifier ensures the
+      // contraction).
+      auto q = dyn_cast<QMatmulOp>(op);
       bool aInRegisters =
-          !op->getOperand(0).getDefiningOp<LoadOp>() &&
-          op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt() == 1;
+          (q && q.getRhsSigma16()) ||
+          (!op->getOperand(0).getDefiningOp<LoadOp>() &&
+           op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt() == 1);
       MmaKind kind = !wgmma         ? MmaKind::MmaSync
                      : aInRegisters ? MmaKind::WgmmaRegA
                                     : MmaKind::Wgmma;

@@ -28,9 +28,10 @@ struct LoadInNewEncoding : public OpRewritePattern<ConvertLayoutOp> {
     auto load = op.getSource().getDefiningOp<sage::LoadOp>();
     if (!load || !load->hasOneUse())
       return failure();
-    rw.replaceOpWithNewOp<sage::LoadOp>(op, op.getResult().getType(),
-                                        load.getPtr(), load.getOffsets(),
-                                        load.getStrides(), load.getBounds());
+    auto moved = rw.replaceOpWithNewOp<sage::LoadOp>(
+        op, op.getResult().getType(), load.getPtr(), load.getOffsets(),
+        load.getStrides(), load.getBounds());
+    moved.setSigma16Rows(load.getSigma16Rows());
     rw.eraseOp(load);
     return success();
   }
@@ -43,7 +44,9 @@ struct LoadTransposed : public OpRewritePattern<TransOp> {
   LogicalResult matchAndRewrite(TransOp op,
                                 PatternRewriter &rw) const override {
     auto load = op.getSource().getDefiningOp<sage::LoadOp>();
-    if (!load || !load->hasOneUse() || load.getOffsets().size() != 2)
+    // Rows in sigma16 order would become permuted columns: not a load.
+    if (!load || !load->hasOneUse() || load.getOffsets().size() != 2 ||
+        load.getSigma16Rows())
       return failure();
     auto swap = [](OperandRange r) { return SmallVector<Value>{r[1], r[0]}; };
     rw.replaceOpWithNewOp<sage::LoadOp>(
@@ -162,6 +165,10 @@ LogicalResult DotOp::verify() {
       return emitOpError() << "takes a register lhs only as an [M, K] tile in "
                               "the #sagegpu.dot_op A encoding, got "
                            << tile;
+    if (dotOp.getParent() != result.getEncoding())
+      return emitOpError() << "register lhs fragments must be of the result's "
+                              "accumulator encoding, got "
+                           << dotOp.getParent();
     lhsShape = tile.getShape();
     lhsElem = tile.getElementType();
   } else {

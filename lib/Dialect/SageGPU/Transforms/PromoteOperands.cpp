@@ -85,7 +85,8 @@ struct CopyUse {
 };
 
 std::optional<CopyUse> asyncCopyUse(LoadOp load) {
-  if (!load->hasOneUse())
+  // A copy moves rows as they are in memory, not in sigma16 order.
+  if (!load->hasOneUse() || load.getSigma16Rows())
     return std::nullopt;
   OpOperand &use = *load->use_begin();
   std::optional<unsigned> contract = contractedDimOf(use);
@@ -293,26 +294,56 @@ Value withEncoding(OpBuilder &b, Location loc, Value value,
   return ConvertLayoutOp::create(b, loc, type, value);
 }
 
+bool isSingle(Value scale) {
+  return cast<RankedTensorType>(scale.getType()).getNumElements() == 1;
+}
+
 /// A scale tile as the `dim` slice of the result's encoding (an Mx1 column
 /// for dim 1, a 1xN row for dim 0; transposed when it comes the other way
-/// round), broadcast over the result. A single scale broadcasts directly.
-Value broadcastScale(OpBuilder &b, Location loc, Value scale,
-                     RankedTensorType result, unsigned dim) {
+/// round). A single scale is broadcast to the slice.
+Value sliceScale(OpBuilder &b, Location loc, Value scale,
+                 RankedTensorType result, unsigned dim) {
   auto type = cast<RankedTensorType>(scale.getType());
-  auto resultType = RankedTensorType::get(result.getShape(), b.getF32Type(),
-                                          result.getEncoding());
-  if (type.getNumElements() != 1) {
-    auto parent = cast<DistributedEncodingAttrInterface>(result.getEncoding());
-    SmallVector<int64_t> shape(result.getShape());
-    shape[dim] = 1;
-    auto sliced = RankedTensorType::get(
-        shape, b.getF32Type(),
-        SliceEncodingAttr::get(b.getContext(), dim, parent));
-    if (type.getDimSize(dim) != 1) // a row where a column is needed, or back
-      scale = TransOp::create(b, loc, sliced, scale);
-    scale = withEncoding(b, loc, scale, sliced);
+  auto parent = cast<DistributedEncodingAttrInterface>(result.getEncoding());
+  SmallVector<int64_t> shape(result.getShape());
+  shape[dim] = 1;
+  auto sliced = RankedTensorType::get(
+      shape, b.getF32Type(),
+      SliceEncodingAttr::get(b.getContext(), dim, parent));
+  if (type.getNumElements() == 1)
+    return BroadcastOp::create(b, loc, sliced, scale);
+  if (type.getDimSize(dim) != 1) // a row where a column is needed, or back
+    scale = TransOp::create(b, loc, sliced, scale);
+  return withEncoding(b, loc, scale, sliced);
+}
+
+/// `value` times the product of the lhs scales (one per result row) and the
+/// rhs scales (one per column). When either is a single value the product
+/// is formed on the other's slice, so each element takes one multiply.
+Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
+                  Value rhsScale, arith::FastMathFlags flags) {
+  auto result = cast<RankedTensorType>(value.getType());
+  auto broadcast = [&](Value v) {
+    return BroadcastOp::create(b, loc, result, v).getResult();
+  };
+  auto mul = [&](Value x, Value y) {
+    return arith::MulFOp::create(b, loc, x, y, flags).getResult();
+  };
+  if (isSingle(lhsScale) && isSingle(rhsScale)) {
+    Value sb = withEncoding(b, loc, rhsScale,
+                            cast<RankedTensorType>(lhsScale.getType()));
+    return mul(value, broadcast(mul(lhsScale, sb)));
   }
-  return BroadcastOp::create(b, loc, resultType, scale);
+  if (isSingle(rhsScale) || isSingle(lhsScale)) {
+    unsigned dim = isSingle(rhsScale) ? 1 : 0; // the varying scale's slice
+    Value varying =
+        sliceScale(b, loc, dim == 1 ? lhsScale : rhsScale, result, dim);
+    Value single =
+        sliceScale(b, loc, dim == 1 ? rhsScale : lhsScale, result, dim);
+    return mul(value, broadcast(mul(varying, single)));
+  }
+  return mul(mul(value, broadcast(sliceScale(b, loc, lhsScale, result, 1))),
+             broadcast(sliceScale(b, loc, rhsScale, result, 0)));
 }
 
 template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
@@ -324,12 +355,18 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   Type elem = op.getLhs().getType().getElementType();
   MLIRContext *ctx = op.getContext();
 
+  // A rhs in sigma16 order takes A from registers in the sigma16 fragment
+  // layout (on mma.sync too): each physical k slot then holds the logical
+  // column the rhs slot pairs with.
+  bool sigma16 = false;
+  if constexpr (std::is_same_v<OpTy, QMatmulOp>)
+    sigma16 = op.getRhsSigma16();
   Value lhs;
-  if (kind == MmaKind::WgmmaRegA) {
+  if (kind == MmaKind::WgmmaRegA || sigma16) {
     OpBuilder b(op);
     auto tile = op.getLhs().getType();
     auto encoding = DotOperandEncodingAttr::get(
-        ctx, 0, mma, tile.getElementTypeBitWidth(), /*sigma16=*/false);
+        ctx, 0, mma, tile.getElementTypeBitWidth(), sigma16);
     auto fragments =
         RankedTensorType::get(tile.getShape(), tile.getElementType(), encoding);
     // A renaming of registers stays a conversion; anything else goes
@@ -356,16 +393,18 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   Value zero = arith::ConstantOp::create(
       b, loc, accType, DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
   Value product = DotOp::create(b, loc, accType, lhs, rhs, zero, lc, rc);
+  // The epilogue's last multiply and the accumulation may fuse into one
+  // FMA (the matmul's f32 epilogue rounding is not pinned, unlike the
+  // quantizer's).
+  auto contract = arith::FastMathFlags::contract;
   Value value = product;
   if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
     value = arith::SIToFPOp::create(b, loc, result, product);
-    Value sa = broadcastScale(b, loc, op.getLhsScale(), result, /*dim=*/1);
-    Value sb = broadcastScale(b, loc, op.getRhsScale(), result, /*dim=*/0);
-    value = arith::MulFOp::create(b, loc, value,
-                                  arith::MulFOp::create(b, loc, sa, sb));
+    value = applyScales(b, loc, value, op.getLhsScale(), op.getRhsScale(),
+                        contract);
   }
   if (op.getAcc())
-    value = arith::AddFOp::create(b, loc, op.getAcc(), value);
+    value = arith::AddFOp::create(b, loc, op.getAcc(), value, contract);
   op.getResult().replaceAllUsesWith(value);
   op.erase();
   for (Operation *load : promoter.replacedLoads)

@@ -180,6 +180,18 @@ def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
     return mask
 
 
+def key_bias(col, n_kv, BLOCK_N: int):
+    """``1 x BLOCK_N`` f32: 0 for keys ``col+j < n_kv``, -inf past the end.
+
+    Added to S it masks the keys a non-causal block must not see with one
+    add per element (a compare and a select otherwise). Rows past the end of
+    the queries need no mask: their Q rows load as 0, so their logits stay
+    finite, and they are never stored.
+    """
+    return sl.where(col_ids(col, BLOCK_N) < n_kv, sl.zeros((1, BLOCK_N), sl.float32),
+                    float("-inf"))
+
+
 def _diagonal(n: int):
     return sl.iota((n, n), 0) == sl.iota((n, n), 1)
 

@@ -8,7 +8,7 @@ Grid: (ceil(N / BLOCK_M), B*H); one program owns one query block of one
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
+from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, key_bias, kv_head_of,
                                          load_block_scale, load_rows, load_scale,
                                          load_transposed_block, load_vector, smoothing_bias,
                                          store_row_stat, store_strided_rows, visible)
@@ -25,8 +25,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
     means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
     i8, V^ transposed (key-contiguous: the PV operand is copied straight to
-    shared memory); *_scale: one f32 per block (Q and K: one per token with
-    FINE_SCALES). o (B, H, N, D) with
+    shared memory), its tokens in sigma16 order; *_scale: one f32 per block
+    (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with
     strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
@@ -59,12 +59,18 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         s = sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
         if SMOOTH_Q:
             s = s + smoothing_bias(qbar, kt, sk, FINE_SCALES)
-        s = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), s, float("-inf"))
+        if CAUSAL:
+            s = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), s, float("-inf"))
+        else:
+            s = s + key_bias(col, N_KV, BLOCK_N)
         p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
         # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
         p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0)
         sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
-        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha)
+        # v_qt's tokens are in sigma16 order: P^ feeds the tensor cores from
+        # the registers the softmax left it in.
+        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha,
+                         rhs_sigma16=True)
     out = acc / l
     store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),
                        out.to(o.dtype.element), row, N, stride_on, D)

@@ -19,7 +19,7 @@ from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec,
                                          Strides, Tiles, backward_buffers, constexprs,
                                          forward_buffers, forward_sequence, grids,
                                          runtime_args, scalar_args, stride_args,
-                                         untransposed)
+                                         int8_v)
 from sage.reference.sagebwd import SageBwdConfig
 
 _DTYPES = {"float16": (sl.float16, np.float16), "bfloat16": (sl.bfloat16, np.float32),
@@ -116,7 +116,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
         values.update(stride_args(name, tensor.strides))
     _run(forward_sequence(cfg.smooth_k), shape, tiles, cfg, values)
     # The INT8 V as (B*Hkv, Nkv, D): a view of the kernels' transposed copy.
-    v_q = untransposed(buffers["v_qt"], shape.n_kv)
+    v_q = int8_v(buffers["v_qt"], shape.n_kv)
     saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"], v_q=v_q,
                   **{name: buffers[name] for name in ("q_q", "q_scale", "q_mean", "k_q",
                                                       "k_scale", "k_mean", "v_scale",

@@ -26,6 +26,7 @@ from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv
 from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
+from sage.reference.sigma16 import sigma16_slot
 
 
 @dataclass(frozen=True)
@@ -179,11 +180,17 @@ def padded_tokens(n: int) -> int:
     return cdiv(n, TOKEN_PAD) * TOKEN_PAD
 
 
-def untransposed(qt, n: int):
-    """The (X, n, D) view of a transposed, padded INT8 copy ``qt`` (X, D,
-    :func:`padded_tokens`), such as ``v_qt``: a torch tensor or a numpy
-    array, as given."""
-    return qt[:, :, :n].swapaxes(1, 2)
+def int8_v(qt, n: int):
+    """The (X, n, D) INT8 V of the forward pre-pass's ``v_qt`` (X, D,
+    :func:`padded_tokens`), a torch tensor or a numpy array, as given (a
+    copy). ``v_qt`` holds V^ transposed with its tokens in sigma16 order (the
+    forward's PV takes P from registers: the ``rhs_sigma16`` of
+    :func:`sage.language.qmatmul`); the tokens are gathered back in order."""
+    index = sigma16_slot(np.arange(n))
+    if not isinstance(qt, np.ndarray):
+        import torch
+        index = torch.as_tensor(index, device=qt.device)
+    return qt[:, :, index].swapaxes(1, 2)
 
 
 def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:

@@ -66,9 +66,12 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
 
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
     k_mean: (B*Hkv, D) f32 (read only with SMOOTH_K); k_q: (B*Hkv, Nkv, D) i8;
-    v_qt: (B*Hkv, D, stride_vtd) i8, V^ transposed (the forward contracts V over
-    keys, so its tensor-core operand is key-contiguous: copied straight to
-    shared memory, without a transpose in the kernel);
+    v_qt: (B*Hkv, D, stride_vtd) i8, V^ transposed, its tokens in sigma16 order
+    inside every 16 (the forward contracts V over keys, so its tensor-core
+    operand is key-contiguous: copied straight to shared memory, without a
+    transpose in the kernel; and in the order in which P^, quantized in the
+    accumulator's registers, feeds the tensor cores: ``rhs_sigma16``); every
+    padded token slot is written (0 past Nkv);
     k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; k_scale is (B*Hkv, Nkv),
     per token, with FINE_SCALES (V stays per block: it is contracted over keys).
     Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
@@ -85,6 +88,8 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
-    vt = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D)
-    quantize_block_to(vt, v_qt, v_scale, bh, block, row, N_KV, nblocks, D,
+    # Read in sigma16 order and stored as it is, over every padded slot; the
+    # block absmax does not depend on the order.
+    vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D), sigma16_rows=True)
+    quantize_block_to(vt, v_qt, v_scale, bh, block, row, stride_vtd, nblocks, D,
                       transposed_stride=stride_vtd)

@@ -30,7 +30,7 @@ from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec,
                                          Strides, Tiles, backward_buffers, constexprs,
                                          default_tiles, direct_kv, forward_buffers,
                                          forward_sequence, grids, runtime_args, scalar_args,
-                                         stride_args, strided_params, untransposed)
+                                         stride_args, strided_params)
 
 #: One JIT object per kernel (their in-memory caches persist across calls).
 JIT_KERNELS = {name: jit(fn, strided=strided_params(name)) for name, fn in KERNELS.items()}
@@ -59,7 +59,7 @@ class Plan:
 
 
 #: Saved tensors the backward does not read (the INT8 V and its scales).
-FORWARD_ONLY = ("v_q", "v_scale")
+FORWARD_ONLY = ("v_qt", "v_scale")
 
 
 @dataclass
@@ -70,10 +70,11 @@ class Saved:
     per-block means ``q_mean`` (B*H, ceil(N/BM), D) f32 with smooth_q, else a
     1-element placeholder); ``k_q`` (B*Hkv, Nkv, D) int8 encodes K - k_mean
     (``k_mean`` (B*Hkv, D) f32, zeros without smooth_k); ``*_scale`` one f32
-    per block; ``v_q`` (B*Hkv, Nkv, D) the INT8 V (a view of the kernels'
-    transposed copy); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
+    per block; ``v_qt`` the kernels' INT8 V, transposed and in sigma16 token
+    order (:func:`~sage.kernels.sagebwd.launch.untransposed` gives the
+    (B*Hkv, Nkv, D) INT8 V); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
     views (any strides); ``lse`` (B, H, N) f32, log2 units, smoothed logits.
-    ``v_q``/``v_scale`` are kept for the accuracy report (the backward does not
+    ``v_qt``/``v_scale`` are kept for the accuracy report (the backward does not
     read them: :data:`FORWARD_ONLY`).
     """
 
@@ -84,7 +85,7 @@ class Saved:
     k_q: torch.Tensor
     k_scale: torch.Tensor
     k_mean: torch.Tensor
-    v_q: torch.Tensor | None
+    v_qt: torch.Tensor | None
     v_scale: torch.Tensor | None
     v: torch.Tensor
     o: torch.Tensor
@@ -201,7 +202,7 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for name in ("q", "k", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
     _launch(forward_sequence(plan.smooth_k), plan, values, q.device)
-    saved = Saved(plan, v=v, o=o, v_q=untransposed(buffers["v_qt"], shape.n_kv),
+    saved = Saved(plan, v=v, o=o,
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved
 

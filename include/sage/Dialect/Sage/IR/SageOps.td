@@ -64,13 +64,22 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
     A load that only feeds a matmul operand becomes a copy straight into
     shared memory (`sagegpu.async_copy` or `sagegpu.tma_load`) in
     `sagegpu-promote-operands`.
+
+    With `sigma16_rows` the rows come in sigma16 order: row `i` of the result
+    is row `sigma16Token(i)` of the view (the row index permuted inside every
+    16, `include/sage/Layout/Encodings.h`), bounds applying to the row read.
+    A pre-pass that stores such a tile writes a copy whose rows are in slot
+    order, as `sage.qmatmul`'s `rhs_sigma16` reads it. The result needs a
+    multiple of 16 rows.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_PtrType:$ptr, Variadic<I64>:$offsets,
-                   Variadic<I64>:$strides, Variadic<I64>:$bounds);
+                   Variadic<I64>:$strides, Variadic<I64>:$bounds,
+                   UnitAttr:$sigma16_rows);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
     $ptr `[` $offsets `]` `strides` `[` $strides `]` `bounds` `[` $bounds `]`
+    (`sigma16_rows` $sigma16_rows^)?
     attr-dict `:` qualified(type($ptr)) `->` type($result)
   }];
 }
@@ -315,6 +324,14 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
     contraction may have at most 131072 elements so that the int32
     accumulator cannot overflow (127 * 127 * 131072 < 2^31).
 
+    With `rhs_sigma16` the rhs holds its contraction index in sigma16 order
+    (`sage.load`'s `sigma16_rows`): `dot[m][n] = sum_k lhs[m,k] *
+    rhs[n,sigma16Slot(k)]`. Then the lowering feeds lhs as a register A
+    operand whose fragments follow the accumulator layout (an INT8 P
+    quantized from a matmul result packs in-thread, hopper-speed.md section
+    6) and reads rhs as it is. It needs a contraction of a multiple of 16
+    and lhs contracted over its columns.
+
     `using mma_sync` / `using wgmma` records the tensor-core instruction the
     lowering will use (set by `sage-select-mma`).
   }];
@@ -323,12 +340,12 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
                    Optional<Sage_F32Tile>:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
-                   OptionalAttr<Sage_MmaKind>:$mma);
+                   OptionalAttr<Sage_MmaKind>:$mma, UnitAttr:$rhs_sigma16);
   let results = (outs Sage_F32Tile:$result);
   let assemblyFormat = [{
     $lhs `[` $lhs_scale `]` `,` $rhs `[` $rhs_scale `]` (`acc` $acc^)?
     `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
-    (`using` $mma^)? attr-dict `:` type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
+    (`rhs_sigma16` $rhs_sigma16^)? (`using` $mma^)? attr-dict `:` type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
     `->` type($result)
   }];
   let extraClassDeclaration = extraMatmulDecl;

@@ -206,9 +206,14 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
     `result = acc + sum_k lhs[m, k] * rhs[n, k]` with the contraction
     dimensions given as in `sage.qmatmul`: i8 operands accumulate exactly in
     i32, f16/bf16 in f32. `lhs` is a shared tile (mma.sync and wgmma read it
-    from there) or a register tile in the `#sagegpu.dot_op` A encoding
-    (wgmma's register-A form); `rhs` is a shared tile. Shared operands are
-    K-major: their encoding's contiguous dimension is the contracted one.
+    from there) or a register tile in the `#sagegpu.dot_op` A encoding of
+    the result's `#sagegpu.mma` (wgmma's register-A form, or mma.sync's
+    fragments); `rhs` is a shared tile. Shared operands are K-major: their
+    encoding's contiguous dimension is the contracted one. A register A
+    with `sigma16` feeds physical k slot `s` from its logical column
+    `sigma16Token(s)`, and `rhs` is read as it is: then
+    `result = acc + sum_k lhs[m, k] * rhs[n, sigma16Slot(k)]`, the contract
+    of `sage.qmatmul`'s `rhs_sigma16`.
     The accumulator and result carry the instruction's `#sagegpu.mma`
     encoding, which chooses mma.sync or wgmma and tiles it over the warps.
     Scales and other epilogues are ordinary tile ops on the result.
