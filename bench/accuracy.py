@@ -49,7 +49,7 @@ import common  # noqa: E402  (bench/common.py)
 common.add_python_path()
 
 from sage.kernels.sagebwd.launch import Tiles, default_tiles  # noqa: E402
-from sage.reference.sagebwd import (LN2, ForwardResult, SageBwdConfig,  # noqa: E402
+from sage.reference.sagebwd import (LN2, ForwardResult, SageBwdConfig, dequantized_v,  # noqa: E402
                                     cosine_similarity, emulate_backward, emulate_forward,
                                     kv_head, prepass, relative_l1, relative_l2, round_to)
 from sage.reference.tiles import to_bf16  # noqa: E402
@@ -403,8 +403,7 @@ def fake_quant_sagebwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarr
             else:
                 qd = saved.q_q[b, h] * np.repeat(saved.q_scale[b, h], bm)[:n, None]
                 kd = saved.k_q[b, hk] * np.repeat(saved.k_scale[b, hk], bn)[:k.shape[2], None]
-            vd = v64[b, hk] if "v" in exact else \
-                saved.v_q[b, hk] * np.repeat(saved.v_scale[b, hk], bn)[:v.shape[2], None]
+            vd = v64[b, hk] if "v" in exact else dequantized_v(saved, b, hk, bn)
             s = qd @ kd.T  # log2 units
             if cfg.causal:
                 s = _numpy_causal_fill(s, 0)

@@ -106,7 +106,9 @@ class QuantizedInputs:
     ``q_mean`` in the same scaled units); ``k_q`` encodes ``K - k_mean``.
     Scales are float32, one per block: ``q_scale`` (B, H, ceil(N/block_m)),
     ``k_scale``/``v_scale`` (B, Hkv, ceil(Nkv/block_n)); with fine scales
-    ``q_scale`` is (B, H, N) and ``k_scale`` (B, Hkv, Nkv), one per token. ``k_mean`` is
+    ``q_scale`` is (B, H, N) and ``k_scale`` (B, Hkv, Nkv), one per token, and
+    ``v_scale`` (B, Hkv, ceil(Nkv/block_n), D), one per channel of each block
+    (:func:`dequantized_v`). ``k_mean`` is
     (B, Hkv, D) float32 (zeros without K-smoothing); ``q_mean`` is
     (B, H, ceil(N/block_m), D) float32 or None.
     """
@@ -227,7 +229,8 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
     q_mean = np.zeros((batch, heads, nq, d), np.float32) if cfg.smooth_q else None
     k_q, v_q = np.zeros(k.shape, np.int8), np.zeros(v.shape, np.int8)
     k_scale = np.zeros((batch, kv_heads, n_kv if cfg.fine else nk), np.float32)
-    v_scale = np.zeros((batch, kv_heads, nk), np.float32)
+    v_scale = np.zeros((batch, kv_heads, nk, d) if cfg.fine else (batch, kv_heads, nk),
+                       np.float32)
     for b in range(batch):
         for h in range(heads):
             for i, start, stop in blocks(n, cfg.block_m):
@@ -250,9 +253,26 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
                     k_scale[b, h, start:stop] = scale[:, 0]
                 else:
                     k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)
-                v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(
-                    v[b, h, start:stop].astype(np.float32))
+                vs = v[b, h, start:stop].astype(np.float32)
+                if cfg.fine:
+                    v_q[b, h, start:stop], scale = _quantize(vs, "per_channel")
+                    v_scale[b, h, j] = scale[0]
+                else:
+                    v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(vs)
     return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean)
+
+
+def _v_scale(saved: QuantizedInputs, b: int, hk: int, j: int) -> np.ndarray:
+    """V^ block j's scales as a float64 (1, D) row (per channel) or (1, 1)."""
+    return np.asarray(saved.v_scale[b, hk, j], np.float64).reshape(1, -1)
+
+
+def dequantized_v(saved: QuantizedInputs, b: int, hk: int, block_n: int) -> np.ndarray:
+    """V^ of (b, hk) times its scales, (Nkv, D) float64: per block, or per
+    channel of each block (fine scales)."""
+    v_q = saved.v_q[b, hk].astype(np.float64)
+    scales = np.asarray(saved.v_scale[b, hk], np.float64).reshape(saved.v_scale.shape[2], -1)
+    return v_q * np.repeat(scales, block_n, axis=0)[:v_q.shape[0]]
 
 
 def _qk_scales(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
@@ -294,7 +314,8 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     Per query tile, per key tile (causal: up to the diagonal): S from INT8
     Q^ K^^T, masked to -inf, one exp2 online-softmax step, P~ quantized per
     row with scale p_max / 127 (p_max from the running maxima), O accumulated
-    from INT8 P^ V^ after rescaling by alpha. O = acc / l rounded to
+    from INT8 P^ V^ (V^'s scales per block, or per channel of the block with
+    fine scales) after rescaling by alpha. O = acc / l rounded to
     ``cfg.out_dtype``; LSE = m + log2(l) rounded to float32.
     """
     _check_inputs(q, k, v, cfg.causal)
@@ -321,7 +342,7 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                     p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale)
                     pv = int8_dot(p_q, saved.v_q[b, hk, k0:k1], 1, 0).astype(np.float64)
                     acc = acc * alpha + pv * p_scale.astype(np.float64) \
-                        * np.float64(saved.v_scale[b, hk, j])
+                        * _v_scale(saved, b, hk, j)
                 o[b, h, q0:q1] = acc / l
                 lse[b, h, q0:q1] = (m + np.log2(l))[:, 0]
     return ForwardResult(round_to(o, cfg.out_dtype), round_to(lse, "float32"), saved)

@@ -175,7 +175,8 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
         k_scale=arr(saved.k_scale, s.batch, s.kv_heads, k_scales),
         v_q=arr(int8_v(saved.v_qt, s.n_kv), s.batch, s.kv_heads, s.n_kv, s.d),
-        v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk),
+        v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk,
+                    *((s.d,) if saved.plan.fine else ())),
         k_mean=arr(saved.k_mean, s.batch, s.kv_heads, s.d))
 
 

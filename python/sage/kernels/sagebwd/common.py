@@ -121,12 +121,14 @@ def store_vector(ptr, value, index, D: int) -> None:
 
 
 def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
-                      PER_TOKEN: bool = False, transposed_stride=None) -> None:
+                      PER_TOKEN: bool = False, transposed_stride=None,
+                      PER_CHANNEL: bool = False) -> None:
     """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
     Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
     PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
-    :func:`load_scale`). Rows of ``x`` past ``rows`` must already be 0 (they
+    :func:`load_scale`), or with PER_CHANNEL one per column (row ``block`` of
+    slice ``bh`` of a (X, nblocks, D) array). Rows of ``x`` past ``rows`` must already be 0 (they
     are not stored, but they take part in a block's absmax). With
     ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
     transposed_stride) tensor (:func:`store_transposed_rows`).
@@ -134,6 +136,9 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
         store_row_stat(scale_ptr, scale, bh, row, rows)
+    elif PER_CHANNEL:
+        x_q, scale = sl.quantize(x, sl.int8_per_channel)
+        store_vector(scale_ptr, scale, bh * nblocks + block, D)
     else:
         x_q, scale = sl.quantize(x, sl.int8_per_block)
         store_block_scale(scale_ptr, scale, bh, block, nblocks)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sage.language as sl
 from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, key_bias, kv_head_of,
                                          load_block_scale, load_rows, load_scale,
-                                         load_transposed_block, load_vector, smoothing_bias,
+                                         load_transposed_block, load_vector,
+                                         load_vector_column, smoothing_bias,
                                          store_row_stat, store_strided_rows, visible)
 
 
@@ -26,7 +27,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
     i8, V^ transposed (key-contiguous: the PV operand is copied straight to
     shared memory), its tokens in sigma16 order; *_scale: one f32 per block
-    (Q and K: one per token with FINE_SCALES). o (B, H, N, D) with
+    (with FINE_SCALES Q and K one per token, V one per channel of the block). o (B, H, N, D) with
     strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
@@ -66,7 +67,10 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
         # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
         p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0)
-        sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
+        if FINE_SCALES:  # per channel of the block: a D x 1 column of V^T's rows
+            sv = load_vector_column(v_scale, kv * nkv_blocks + kblock, D)
+        else:
+            sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
         # v_qt's tokens are in sigma16 order: P^ feeds the tensor cores from
         # the registers the softmax left it in.
         acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha,

@@ -76,15 +76,14 @@ def default_tiles(d: int) -> Tiles:
     matmul of the forward and the backward selects wgmma (253 registers in
     the backward, no spills).
 
-    D=128: 64 x 32 tiles, 8 warps (mma.sync backward; on one warpgroup it
-    spills), the forward on one warpgroup (wgmma). 64 x 64 tiles would be
-    1.48x faster forward+backward (B4 H32 N4K: 42.9 against 63.5 ms,
-    bench/results/2026-11-23-h100-attention-speed-wgmma4.md) but coarsen the
-    forward's V block scale and P row scale: O's error at sigma = 1 rises to
-    1.06x the paper's Table 1 (0.96x at 64 x 32), past the 1.05x the accuracy
-    report must keep. Finer V scales would allow them.
+    D=128: 64 x 64 tiles, 8 warps (mma.sync backward; on one warpgroup it
+    spills), the forward on one warpgroup (wgmma). 64 x 32 tiles were 1.48x
+    slower forward+backward (B4 H32 N4K: 63.5 against 42.9 ms,
+    bench/results/2026-11-23-h100-attention-speed-wgmma4.md); 64 x 64 needs
+    the fine scales' per-channel V (one scale per block of 64 x 128 put O's
+    error at sigma = 1 at 1.06x the paper's Table 1).
     """
-    return Tiles(64, 64, 4) if d == 64 else Tiles(64, 32, 8, forward_warps=4)
+    return Tiles(64, 64, 4) if d == 64 else Tiles(64, 64, 8, forward_warps=4)
 
 
 def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:
@@ -245,7 +244,8 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
                     fine_scales: bool = False) -> dict[str, BufferSpec]:
     """What the pre-pass and the forward write (O aside: its dtype and layout
     are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k).
-    With ``fine_scales`` Q and K have one scale per token."""
+    With ``fine_scales`` Q and K have one scale per token and V one per channel
+    of each block."""
     b, d = shape.batch, shape.d
     bh, bhkv = b * shape.heads, b * shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
@@ -261,7 +261,7 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)
         # and meets P = 0 anyway (masked keys).
         "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8", zeroed=True),
-        "v_scale": BufferSpec((bhkv, nk), "float32"),
+        "v_scale": BufferSpec((bhkv, nk, d) if fine_scales else (bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 

@@ -72,8 +72,10 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     transpose in the kernel; and in the order in which P^, quantized in the
     accumulator's registers, feeds the tensor cores: ``rhs_sigma16``); every
     padded token slot is written (0 past Nkv);
-    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; k_scale is (B*Hkv, Nkv),
-    per token, with FINE_SCALES (V stays per block: it is contracted over keys).
+    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; with FINE_SCALES k_scale
+    is (B*Hkv, Nkv), per token, and v_scale (B*Hkv, ceil(Nkv/BLOCK_N), D), per
+    channel of each block (V is contracted over keys: its channels are O's
+    columns).
     Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
     """
     block = sl.program_id(0)
@@ -92,4 +94,4 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     # block absmax does not depend on the order.
     vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D), sigma16_rows=True)
     quantize_block_to(vt, v_qt, v_scale, bh, block, row, stride_vtd, nblocks, D,
-                      transposed_stride=stride_vtd)
+                      transposed_stride=stride_vtd, PER_CHANNEL=FINE_SCALES)
