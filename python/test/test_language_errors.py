@@ -281,3 +281,11 @@ def test_sigma16_needs_whole_16s_and_a_row_contraction():
 
     expect_error(contraction, [I8, N], {}, r"rhs_sigma16 needs lhs contracted over its "
                  r"columns \(contract=\(1, _\)\)", "# HERE")
+
+
+def test_unsaturated_quantize_needs_a_given_scale():
+    def kernel(a, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.quantize(x, sl.int8_per_token, saturate=False)  # HERE
+
+    expect_error(kernel, [F32, N], {}, r"saturate=False needs a given scale", "# HERE")

@@ -638,3 +638,17 @@ def test_memory_errors():
         ref.load(np.zeros((2, 2)), (0, 0), (2, 1), (2, 2), (2, 2))
     with pytest.raises(ValueError, match="outside the buffer"):
         ref.load(np.zeros(4), (0, 0), (4, 1), (2, 4), (2, 4))
+
+
+def test_unsaturated_quantize_checks_its_promise():
+    """saturate=False keeps every value of an in-range tile and refuses one whose
+    rounded value leaves [-127, 127] (the GPU would wrap it)."""
+    from sage.reference import quantize
+    x = np.array([[0.0, 0.5, 1.0, -1.0]], np.float32)
+    scale = np.array([[1.0 / 127]], np.float32)
+    q, _ = quantize(x, "per_token", scale=scale, saturate=False)
+    np.testing.assert_array_equal(q, quantize(x, "per_token", scale=scale)[0])
+    with pytest.raises(ValueError, match=r"saturate=False: \|round\(x \* inv\)\| reaches 254"):
+        quantize(x * 2, "per_token", scale=scale, saturate=False)
+    with pytest.raises(ValueError, match="needs a given scale"):
+        quantize(x, "per_token", saturate=False)

@@ -23,6 +23,6 @@
 // CHECK-SAME: sage.kernel
 // CHECK-SAME: sage.shared_memory =
 // CHECK: nvvm.mma.sync
-// CHECK: llvm.intr.exp2
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
 // CHECK-NOT: sage.

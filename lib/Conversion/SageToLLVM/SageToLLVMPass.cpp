@@ -65,8 +65,13 @@ static LogicalResult declareSharedMemory(ModuleOp module) {
 static void lowerArgumentHints(ModuleOp module) {
   module.walk([](func::FuncOp func) {
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-      if (auto align = func.getArgAttrOfType<IntegerAttr>(
-              i, SageDialect::kAlignmentAttrName))
+      // Tile arguments expand to several scalars without moving their
+      // attributes along, so an index may now name another argument: only
+      // pointers take `llvm.align` (kernels have no tile arguments; the
+      // hint has already served recordVectorWidths).
+      auto align = func.getArgAttrOfType<IntegerAttr>(
+          i, SageDialect::kAlignmentAttrName);
+      if (align && isa<LLVM::LLVMPointerType>(func.getArgument(i).getType()))
         func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), align);
       func.removeArgAttr(i, SageDialect::kAlignmentAttrName);
       func.removeArgAttr(i, SageDialect::kDivisibilityAttrName);

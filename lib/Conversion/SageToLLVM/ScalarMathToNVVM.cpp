@@ -29,7 +29,9 @@
 // sum, a wrong truncating conversion (found on the H100: quant_matmul was
 // wrong exactly where LLVM stored such a byte directly; PRMT byte packing of
 // the same registers is compiled correctly). An integer-typed value keeps
-// ptxas from doing so.
+// ptxas from doing so. Bytes that are only packed into vectors of two or
+// more (the register-A words of a P quantized for the next matmul, vector
+// stores) skip it: one instruction per element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,7 +105,8 @@ struct LogLowering : public OpRewritePattern<math::LogOp> {
 
 /// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8 becomes
 /// trunc(and(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23)),
-/// 255)).
+/// 255)); the unclamped fptosi(roundeven(x)) (an `unsaturated` quantize,
+/// whose |x| < 127.5 the producer guarantees) the same without the clamp.
 struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
   using OpRewritePattern::OpRewritePattern;
   /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
@@ -119,20 +122,26 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
       return matchPattern(v, m_Constant(&attr)) &&
              attr.getValueAsDouble() == expected;
     };
-    auto upper = op.getIn().getDefiningOp<arith::MinimumFOp>();
-    if (!upper || !isConstant(upper.getRhs(), 127.0))
-      return failure();
-    auto lower = upper.getLhs().getDefiningOp<arith::MaximumFOp>();
-    if (!lower || !isConstant(lower.getRhs(), -127.0))
-      return failure();
-    auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
-    if (!round)
-      return failure();
     Location loc = op.getLoc();
-    Value clamped = arith::MinimumFOp::create(
-        rw, loc,
-        arith::MaximumFOp::create(rw, loc, round.getOperand(), lower.getRhs()),
-        upper.getRhs());
+    Value clamped;
+    if (auto unclamped = op.getIn().getDefiningOp<math::RoundEvenOp>()) {
+      clamped = unclamped.getOperand();
+    } else {
+      auto upper = op.getIn().getDefiningOp<arith::MinimumFOp>();
+      if (!upper || !isConstant(upper.getRhs(), 127.0))
+        return failure();
+      auto lower = upper.getLhs().getDefiningOp<arith::MaximumFOp>();
+      if (!lower || !isConstant(lower.getRhs(), -127.0))
+        return failure();
+      auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
+      if (!round)
+        return failure();
+      clamped = arith::MinimumFOp::create(
+          rw, loc,
+          arith::MaximumFOp::create(rw, loc, round.getOperand(),
+                                    lower.getRhs()),
+          upper.getRhs());
+    }
     Value magic =
         arith::ConstantOp::create(rw, loc, rw.getF32FloatAttr(kMagic));
     auto add = LLVM::CallIntrinsicOp::create(
@@ -140,9 +149,17 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
         ValueRange{clamped, magic});
     Value sum = add->getResult(0);
     Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
-    Value byte = sage::inlinePtx(rw, loc, rw.getI32Type(), ValueRange{bits},
-                                 "and.b32 $0, $1, 255;", "=r,r",
-                                 /*sideEffects=*/false);
+    // Bytes only packed into wider vectors (register A words, vector
+    // stores: PRMT) need no `and`; one that may be stored alone does.
+    bool packedOnly = llvm::all_of(op->getUsers(), [](Operation *user) {
+      auto insert = dyn_cast<LLVM::InsertElementOp>(user);
+      return insert && insert.getVector().getType().getNumElements() >= 2;
+    });
+    Value byte = bits;
+    if (!packedOnly)
+      byte = sage::inlinePtx(rw, loc, rw.getI32Type(), ValueRange{bits},
+                             "and.b32 $0, $1, 255;", "=r,r",
+                             /*sideEffects=*/false);
     rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), byte);
     return success();
   }

@@ -177,8 +177,10 @@ class IRBuilder:
                         f"{types[0].mlir}, {types[1].mlir}", results=2)
 
     def quantize(self, scheme: Int8Scheme, x: Value, scale: Value | None,
-                 types: Sequence[TileType]) -> list[str]:
+                 types: Sequence[TileType], saturate: bool = True) -> list[str]:
         given = f" scale {self._use(scale)}" if scale is not None else ""
+        if not saturate:
+            given += " unsaturated"
         scale_type = f", {scale.type.mlir}" if scale is not None else ""
         return self._op(f"sage.quantize {scheme.mlir} {self._use(x)}{given} : "
                         f"{x.type.mlir}{scale_type} -> {types[0].mlir}, {types[1].mlir}",

@@ -143,10 +143,13 @@ class Interpreter:
         return [convert(r, float32) for r in reference.smooth(x.handle, axis)]
 
     def quantize(self, scheme: Int8Scheme, x: Value, scale: Value | None,
-                 types: Sequence[TileType]) -> list[np.ndarray]:
+                 types: Sequence[TileType], saturate: bool = True) -> list[np.ndarray]:
         given = None if scale is None else scale.handle
-        q, scales = reference.quantize(x.handle, scheme.granularity, scheme.rounding,
-                                       scale=given)
+        try:
+            q, scales = reference.quantize(x.handle, scheme.granularity, scheme.rounding,
+                                           scale=given, saturate=saturate)
+        except ValueError as exc:
+            raise error(f"sl.quantize: {exc}") from None
         return [q, scales]
 
     def dequantize(self, scheme: Int8Scheme, q: Value, scales: Value,

@@ -247,11 +247,16 @@ def _scheme(scheme: object) -> Int8Scheme:
     return scheme
 
 
-def quantize(x: Value, scheme: Int8Scheme, scale: Value | None = None) -> tuple[Value, Value]:
+def quantize(x: Value, scheme: Int8Scheme, scale: Value | None = None,
+             saturate: bool = True) -> tuple[Value, Value]:
     """``(q, scales)``: ``x`` quantized with ``scheme`` (``sage.quantize``).
 
     With ``scale`` (f32, the scheme's scale shape) that scale is used instead
-    of computing one and is returned as ``scales``.
+    of computing one and is returned as ``scales``. ``saturate=False`` (with
+    a given scale) drops the clamp to [-127, 127], two instructions per
+    element: the caller promises ``|round(x / scale)| <= 127`` (as P~ with
+    scale ``p_max / 127`` keeps it); the interpreter checks the promise, the
+    GPU leaves q unspecified where it is broken.
     """
     scheme = _scheme(scheme)
     x = tile(x, "the quantized value", (float16, bfloat16, float32))
@@ -261,8 +266,13 @@ def quantize(x: Value, scheme: Int8Scheme, scale: Value | None = None) -> tuple[
         if scale.type != scale_type:
             raise error(f"{scheme.granularity} scale of a {x.type.mlir} tile must be "
                         f"{scale_type.mlir}, got {scale.type.mlir}")
+    if not isinstance(saturate, bool):
+        raise error("saturate must be a Python bool")
+    if not saturate and scale is None:
+        raise error("saturate=False needs a given scale: a computed absmax scale keeps "
+                    "the clamp")
     types = [TileType(x.shape, scheme.storage), scale_type]
-    handles = backend().quantize(scheme, x, scale, types)
+    handles = backend().quantize(scheme, x, scale, types, saturate)
     return Value(types[0], handles[0]), Value(types[1], handles[1])
 
 

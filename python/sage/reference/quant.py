@@ -61,8 +61,8 @@ def round_to_integer(y: np.ndarray, rounding: str) -> np.ndarray:
 
 
 def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
-             scale: np.ndarray | None = None, qmax: int = INT8_MAX
-             ) -> tuple[np.ndarray, np.ndarray]:
+             scale: np.ndarray | None = None, qmax: int = INT8_MAX,
+             saturate: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``sage.quantize``: symmetric INT8 quantization of a float16/float32 tile.
 
     Per granule (the whole tile, a row or a column for ``"per_block"``,
@@ -80,6 +80,11 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
     non-finite scale) keeps its NaN/infinite scale; its q values are
     unspecified by the dialect and are 0 here. Float32 inputs stand for f32 or
     bf16 tiles (bf16 values held in float32).
+
+    ``saturate=False`` (a given ``scale`` only; ``sage.quantize``'s
+    ``unsaturated``) promises ``|round(y)| <= qmax``: the clip is dropped, and
+    a finite rounded value beyond it is a ValueError here (unspecified on the
+    GPU); non-finite ones give 0, as there.
 
     Returns:
         ``(q, scales)``: an int8 tile of ``x``'s shape and float32 scales.
@@ -106,6 +111,14 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
         y = x32 * inv  # float32 * float32 -> float32, rounded once
         r = round_to_integer(y, rounding)
         r = np.where(np.isnan(r), np.float32(0), r)  # NaN converts to 0 (saturating cvt)
+        if not saturate:
+            if scale is None:
+                raise ValueError("saturate=False needs a given scale (a computed absmax "
+                                 "scale keeps the clamp)")
+            r = np.where(np.isfinite(r), r, np.float32(0))
+            if np.abs(r).max(initial=0) > qmax:
+                raise ValueError(f"quantize with saturate=False: |round(x * inv)| reaches "
+                                 f"{np.abs(r).max():g} > {qmax}")
         q = np.clip(r, -qmax, qmax).astype(np.int8)
     bad = ~(np.isfinite(absmax) & np.isfinite(scales))  # non-finite granules: q = 0
     q[np.broadcast_to(bad, q.shape)] = 0

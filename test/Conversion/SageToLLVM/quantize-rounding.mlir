@@ -21,6 +21,36 @@ func.func @quantize(%x: tensor<16x32xf32>) -> (tensor<16x32xi8>, tensor<1x1xf32>
   return %q, %s : tensor<16x32xi8>, tensor<1x1xf32>
 }
 
+// An unsaturated quantize (a given scale that keeps |x * inv| <= 127)
+// rounds the same way without the clamp.
+// CHECK-LABEL: func.func @unsaturated
+// CHECK-NOT: arith.maximumf
+// CHECK-NOT: arith.minimumf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rn.f"
+// CHECK-NOT: arith.fptosi
+func.func @unsaturated(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x32xi8> {
+  %q, %t = sage.quantize #sage.int8<per_token> %x scale %s unsaturated : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  return %q : tensor<16x32xi8>
+}
+
+// Bytes only packed into wider vectors (here one 4-byte store per thread)
+// skip the `and`: PRMT packing is compiled correctly.
+// CHECK-LABEL: func.func @packed
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rn.f"
+// CHECK-NOT: and.b32
+// CHECK: st.global.b32
+// CHECK-NOT: and.b32
+// CHECK: return
+func.func @packed(%x: tensor<16x32xf32>, %dst: !sage.ptr<i8> {sage.alignment = 16 : i64}) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c16 = arith.constant 16 : i64
+  %c32 = arith.constant 32 : i64
+  %q, %s = sage.quantize #sage.int8<per_block> %x : tensor<16x32xf32> -> tensor<16x32xi8>, tensor<1x1xf32>
+  sage.store %q, %dst[%c0, %c0] strides [%c32, %c1] bounds [%c16, %c32] : tensor<16x32xi8>, !sage.ptr<i8>
+  return
+}
+
 // Rounding half away from zero keeps the generic sequence.
 // CHECK-LABEL: func.func @rna
 // CHECK: math.round

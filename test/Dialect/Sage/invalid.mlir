@@ -573,3 +573,11 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.glo
   %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[1] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'sage.quantize' op unsaturated needs a given scale (a computed absmax scale keeps the clamp)}}
+  %0, %1 = sage.quantize #sage.int8<per_block> %x unsaturated : tensor<4x8xf32> -> tensor<4x8xi8>, tensor<1x1xf32>
+  return
+}

@@ -67,6 +67,8 @@ func.func @quant(%k: tensor<64x128xbf16>, %p: tensor<64x64xf32>, %sp: tensor<64x
   %q2, %s2 = sage.quantize #sage.int8<per_channel, rna> %k : tensor<64x128xbf16> -> tensor<64x128xi8>, tensor<1x128xf32>
   // CHECK: sage.quantize #sage.int8<per_token> %{{.*}} scale %{{.*}} : tensor<64x64xf32>, tensor<64x1xf32> -> tensor<64x64xi8>, tensor<64x1xf32>
   %q3, %s3 = sage.quantize #sage.int8<per_token> %p scale %sp : tensor<64x64xf32>, tensor<64x1xf32> -> tensor<64x64xi8>, tensor<64x1xf32>
+  // CHECK: sage.quantize #sage.int8<per_token> %{{.*}} scale %{{.*}} unsaturated : tensor<64x64xf32>
+  %q4, %s4 = sage.quantize #sage.int8<per_token> %p scale %sp unsaturated : tensor<64x64xf32>, tensor<64x1xf32> -> tensor<64x64xi8>, tensor<64x1xf32>
   // CHECK: sage.dequantize #sage.int8<per_block> %{{.*}}, %{{.*}} : tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   %d = sage.dequantize #sage.int8<per_block> %q0, %s0 : tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   return

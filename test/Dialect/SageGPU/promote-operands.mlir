@@ -5,7 +5,8 @@
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // The cp.async copy is issued where the load was; its wait and the dot
-// come at the matmul. The epilogue scales the i32 product.
+// come at the matmul. The epilogue scales the i32 product: two single
+// scales multiply once, then one multiply per element.
 // CHECK-LABEL: func.func @eligible
 // CHECK: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
 // CHECK-NEXT: sagegpu.async_copy %{{.*}} into %[[A]]
@@ -16,10 +17,9 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NEXT: sagegpu.async_wait 0
 // CHECK: %[[D:.*]] = sagegpu.dot %[[A]], %[[B]], %{{.*}} contract(1, 1) : {{.*}} -> tensor<64x64xi32, #mma>
 // CHECK-NEXT: %[[F:.*]] = arith.sitofp %[[D]] : tensor<64x64xi32, #mma> to tensor<64x64xf32, #mma>
-// CHECK-NEXT: %[[SA:.*]] = sage.broadcast %{{.*}} : tensor<1x1xf32, {{.*}}> -> tensor<64x64xf32, #mma>
-// CHECK-NEXT: %[[SB:.*]] = sage.broadcast
-// CHECK-NEXT: %[[S:.*]] = arith.mulf %[[SA]], %[[SB]]
-// CHECK-NEXT: arith.mulf %[[F]], %[[S]]
+// CHECK-NEXT: %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : tensor<1x1xf32, #blocked>
+// CHECK-NEXT: %[[SB:.*]] = sage.broadcast %[[S]] : tensor<1x1xf32, #blocked> -> tensor<64x64xf32, #mma>
+// CHECK-NEXT: arith.mulf %[[F]], %[[SB]] fastmath<contract>
 // CHECK-NOT: sage.load
 // CHECK-NOT: sage.qmatmul
 func.func @eligible(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
@@ -86,7 +86,8 @@ func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
 }
 
 // A load outside the loop of its matmul is not re-copied every iteration;
-// the accumulator operand is added after the scales.
+// the accumulator operand is added after the scales (the two may fuse into
+// an FMA: fastmath<contract>).
 // CHECK-LABEL: func.func @hoisted
 // CHECK: %[[Q:.*]] = sage.load
 // CHECK-NEXT: sagegpu.local_alloc %[[Q]]
@@ -94,9 +95,9 @@ func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
 // CHECK: sagegpu.async_copy
 // CHECK: sagegpu.async_wait 0
 // CHECK: sagegpu.dot
-// CHECK: arith.mulf
-// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf
-// CHECK-NEXT: arith.addf %{{.*}}, %[[SCALED]]
+// CHECK: sage.broadcast
+// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf {{.*}} fastmath<contract>
+// CHECK-NEXT: arith.addf %{{.*}}, %[[SCALED]] fastmath<contract>
 func.func @hoisted(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
@@ -113,12 +114,15 @@ func.func @hoisted(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s: t
 }
 
 // Per-token scales: the lhs column is a slice of the accumulator; the rhs
-// column runs along the result's columns, so it is transposed first.
+// column runs along the result's columns, so it is transposed first; each
+// multiplies every element.
 // CHECK-LABEL: func.func @token_scales
 // CHECK: sagegpu.convert_layout %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #slice>
 // CHECK: sage.broadcast %{{.*}} : tensor<64x1xf32, #slice> -> tensor<64x64xf32, #mma>
+// CHECK: arith.mulf
 // CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #slice1>
 // CHECK: sage.broadcast %{{.*}} : tensor<1x64xf32, #slice1> -> tensor<64x64xf32, #mma>
+// CHECK: arith.mulf
 func.func @token_scales(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %sa: tensor<64x1xf32>, %sb: tensor<64x1xf32>) -> tensor<64x64xf32> {
   %c = sage.qmatmul %a[%sa], %b[%sb] contract(1, 1) : tensor<64x128xi8>, tensor<64x1xf32>, tensor<64x128xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
   return %c : tensor<64x64xf32>

@@ -243,6 +243,9 @@ LogicalResult QuantizeOp::verify() {
     return emitOpError() << "given scale type " << getScale().getType()
                          << " differs from the scales result type "
                          << getScales().getType();
+  if (getUnsaturated() && !getScale())
+    return emitOpError() << "unsaturated needs a given scale (a computed "
+                            "absmax scale keeps the clamp)";
   return verifyQuantizedPair(*this, scheme, in,
                              cast<RankedTensorType>(getOutput().getType()),
                              getScales().getType());

@@ -154,11 +154,14 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       rounded = math::RoundOp::create(rw, op.getLoc(), scaled);
       break;
     }
-    auto tileType = b.f32Tile(shape);
-    Value lo = b.constant(tileType, -qmax);
-    Value hi = b.constant(tileType, qmax);
-    Value atLeastLo = arith::MaximumFOp::create(rw, op.getLoc(), rounded, lo);
-    Value clamped = arith::MinimumFOp::create(rw, op.getLoc(), atLeastLo, hi);
+    Value clamped = rounded;
+    if (!op.getUnsaturated()) {
+      auto tileType = b.f32Tile(shape);
+      Value lo = b.constant(tileType, -qmax);
+      Value hi = b.constant(tileType, qmax);
+      Value atLeastLo = arith::MaximumFOp::create(rw, op.getLoc(), rounded, lo);
+      clamped = arith::MinimumFOp::create(rw, op.getLoc(), atLeastLo, hi);
+    }
     Value q = arith::FPToSIOp::create(rw, op.getLoc(), outType, clamped);
     rw.replaceOp(op, {q, scales});
     return success();

@@ -342,8 +342,12 @@ Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
         sliceScale(b, loc, dim == 1 ? rhsScale : lhsScale, result, dim);
     return mul(value, broadcast(mul(varying, single)));
   }
-  return mul(mul(value, broadcast(sliceScale(b, loc, lhsScale, result, 1))),
-             broadcast(sliceScale(b, loc, rhsScale, result, 0)));
+  // One statement per op: the IR order must not depend on the order in
+  // which C++ evaluates arguments.
+  Value rows = broadcast(sliceScale(b, loc, lhsScale, result, 1));
+  Value scaled = mul(value, rows);
+  Value columns = broadcast(sliceScale(b, loc, rhsScale, result, 0));
+  return mul(scaled, columns);
 }
 
 template <typename OpTy> void promote(OpTy op, Promoter &promoter) {

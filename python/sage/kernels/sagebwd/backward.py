@@ -1,6 +1,6 @@
 """The SageBwd backward (spec 4.2): KV block outer, query blocks inner (FA2 order).
 
-Grid: (ceil(Nkv / BLOCK_N), B*H). One program owns key block j of one
+Grid: (ceil(Nkv / BLOCK_N), H, B). One program owns key block j of one
 (batch, *query* head): it accumulates that head's share of dK_j and dV_j in
 registers and adds it atomically into the kv head's f32 dK/dV (so GQA/MQA
 reduce over the query heads of a group with no extra buffer or pass; the
@@ -32,7 +32,7 @@ K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS tile.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, kv_head_of,
+from sage.kernels.sagebwd.common import (cdiv, head_base, kv_head_of, program_head,
                                          load_block_scale, load_col_stat, load_row_stat,
                                          load_rows, load_scale, load_strided_rows,
                                          load_transposed_block, load_vector,
@@ -50,7 +50,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                      CAUSAL: sl.constexpr, SMOOTH_Q: sl.constexpr,
                      STORE_P_DS: sl.constexpr, FINE_SCALES: sl.constexpr = False,
-                     DIRECT_KV: sl.constexpr = False):
+                     DIRECT_KV: sl.constexpr = False, GROUP: sl.constexpr = 1):
     """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
 
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
@@ -65,9 +65,8 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     and ds_out, (B*H, N, Nkv) f32 (for the accuracy report and tests).
     """
     block = sl.program_id(0)
-    bh = sl.program_id(1)
-    batch, head = batch_head(bh, H)
-    kv_head = kv_head_of(head, H, H_KV)
+    batch, head, bh = program_head(H)
+    kv_head = kv_head_of(head, GROUP)
     kv = batch * H_KV + kv_head
     v_base = head_base(v, batch, kv_head, stride_vb, stride_vh)
     do_base = head_base(do, batch, head, stride_dob, stride_doh)

@@ -1,13 +1,13 @@
 """The backward pre-pass (spec 4.2 "Preprocess", 2.): delta = rowsum(dO o O) in
 f32, and dO quantized once per query block (it depends only on the block).
 
-Grid: (ceil(N / BLOCK_M), B*H).
+Grid: (ceil(N / BLOCK_M), H, B).
 """
 
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, load_strided_rows,
+from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, program_head,
                                          store_block_scale, store_row_stat,
                                          store_transposed_rows, store_vector)
 
@@ -28,9 +28,8 @@ def sagebwd_backward_prepass(o, do, delta, do_qt, do_scale, N, H, stride_ob, str
     so a per-channel scale factors out of it).
     """
     block = sl.program_id(0)
-    bh = sl.program_id(1)
+    batch, head, bh = program_head(H)
     row = block * BLOCK_M
-    batch, head = batch_head(bh, H)
     dot = load_strided_rows(head_base(do, batch, head, stride_dob, stride_doh), row, N,
                             stride_don, BLOCK_M, D)
     ot = load_strided_rows(head_base(o, batch, head, stride_ob, stride_oh), row, N,

@@ -30,15 +30,21 @@ def cdiv(n, block: int):
     return (n + (block - 1)) // block
 
 
-def batch_head(bh, heads):
-    """``(batch, head)`` of the flat index ``bh = batch * heads + head``."""
-    batch = bh // heads
-    return batch, bh - batch * heads
+def program_head(heads, axis: int = 1):
+    """``(batch, head, bh)`` of this program: the head is grid axis ``axis``
+    and the batch the next one (grids are (blocks, heads, batch), so no
+    runtime division splits a flat index, and the F2I-based integer division
+    stays out of the kernels); ``bh = batch * heads + head``."""
+    batch = sl.program_id(axis + 1)
+    head = sl.program_id(axis)
+    return batch, head, batch * heads + head
 
 
-def kv_head_of(head, heads, kv_heads):
-    """The kv head that query head ``head`` (of one batch) reads (GQA/MQA)."""
-    return head // (heads // kv_heads)
+def kv_head_of(head, GROUP: int):
+    """The kv head that query head ``head`` (of one batch) reads (GQA/MQA):
+    ``GROUP`` = heads / kv heads is a constexpr, so the division is a
+    multiply."""
+    return head // GROUP
 
 
 def head_base(ptr, batch, head, stride_b, stride_h):

@@ -88,15 +88,17 @@ def default_tiles(d: int) -> Tiles:
 
 def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:
     """The launch grid of every kernel, by kernel name."""
-    bh, bhkv = shape.batch * shape.heads, shape.batch * shape.kv_heads
+    b, h, hkv = shape.batch, shape.heads, shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
+    # (blocks, heads, batch): the kernels read head and batch from their own
+    # axes (common.program_head), with no integer division.
     return {
-        "k_mean_kernel": (bhkv,),
-        "quantize_q_kernel": (nq, bh),
-        "quantize_kv_kernel": (nk, bhkv),
-        "sagebwd_forward": (nq, bh),
-        "sagebwd_backward_prepass": (nq, bh),
-        "sagebwd_backward": (nk, bh),
+        "k_mean_kernel": (hkv, b),
+        "quantize_q_kernel": (nq, h, b),
+        "quantize_kv_kernel": (nk, hkv, b),
+        "sagebwd_forward": (nq, h, b),
+        "sagebwd_backward_prepass": (nq, h, b),
+        "sagebwd_backward": (nk, h, b),
     }
 
 
@@ -125,16 +127,17 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
     """The constexpr arguments of kernel ``name`` (``direct_kv``: see
     :func:`backward_buffers`)."""
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
+    group = shape.heads // shape.kv_heads
     return {
         "k_mean_kernel": dict(D=d, BLOCK_N=bn),
         "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q, FINE_SCALES=fine),
         "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
         "sagebwd_forward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, SMOOTH_Q=smooth_q,
-                                FINE_SCALES=fine),
+                                FINE_SCALES=fine, GROUP=group),
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                                  SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds,
-                                 FINE_SCALES=fine, DIRECT_KV=direct_kv),
+                                 FINE_SCALES=fine, DIRECT_KV=direct_kv, GROUP=group),
     }[name]
 
 

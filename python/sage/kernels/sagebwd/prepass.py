@@ -10,7 +10,7 @@ of a sequence are 0 in every quantized tile, so they do not move the absmax.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (batch_head, cdiv, head_base, load_strided_rows,
+from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, program_head,
                                          load_vector, quantize_block_to, row_ids, store_vector)
 
 
@@ -19,10 +19,9 @@ def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
     """K mean over all Nkv tokens of one (batch, kv head), in f32 (spec 3.1).
 
     k: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``; k_mean: (B*Hkv, D)
-    f32. Grid: (B*Hkv,). Per-block sums are added in f32 (loads past Nkv are 0).
+    f32. Grid: (Hkv, B). Per-block sums are added in f32 (loads past Nkv are 0).
     """
-    bh = sl.program_id(0)
-    batch, head = batch_head(bh, H_KV)
+    batch, head, bh = program_head(H_KV, axis=0)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     total = sl.zeros((1, D), sl.float32)
     for row in sl.range(0, N_KV, BLOCK_N):
@@ -41,13 +40,12 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
     q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
-    backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), B*H).
+    backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), H, B).
     """
     block = sl.program_id(0)
-    bh = sl.program_id(1)
+    batch, head, bh = program_head(H)
     row = block * BLOCK_M
     nblocks = cdiv(N, BLOCK_M)
-    batch, head = batch_head(bh, H)
     q_base = head_base(q, batch, head, stride_qb, stride_qh)
     x = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D).to(sl.float32) * qk_scale
     if SMOOTH_Q:
@@ -76,13 +74,12 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     is (B*Hkv, Nkv), per token, and v_scale (B*Hkv, ceil(Nkv/BLOCK_N), D), per
     channel of each block (V is contracted over keys: its channels are O's
     columns).
-    Grid: (ceil(Nkv/BLOCK_N), B*Hkv).
+    Grid: (ceil(Nkv/BLOCK_N), Hkv, B).
     """
     block = sl.program_id(0)
-    bh = sl.program_id(1)
+    batch, head, bh = program_head(H_KV)
     row = block * BLOCK_N
     nblocks = cdiv(N_KV, BLOCK_N)
-    batch, head = batch_head(bh, H_KV)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     kt = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
     if SMOOTH_K:

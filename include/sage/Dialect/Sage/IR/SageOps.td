@@ -255,7 +255,10 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
     With the optional `scale` operand the given scales are used instead of
     computing them (the forward's P~ takes its per-row scale from the online
     softmax maxima, with no extra reduction); the `scales` result is then
-    that operand.
+    that operand. With a given scale, `unsaturated` drops the clamp: the
+    caller guarantees `|round(x * inv)| <= Q` (the forward's P~, at most
+    p_max, with scale p_max / Q does), and q is unspecified where it does
+    not hold. The clamp costs two instructions per element.
 
     An all-zero granule (or one holding only -0.0) gives scale 0 and all
     q = 0: no division by zero, no NaN, and dequantization returns zeros.
@@ -266,10 +269,10 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
   // The scheme decides which float types it accepts.
   let arguments = (ins Sage_AnyFloatTile:$input,
                    Sage_QuantSchemeAttrInterface:$scheme,
-                   Optional<Sage_F32Tile>:$scale);
+                   Optional<Sage_F32Tile>:$scale, UnitAttr:$unsaturated);
   let results = (outs Sage_QuantizedTile:$output, Sage_F32Tile:$scales);
   let assemblyFormat = [{
-    $scheme $input (`scale` $scale^)? attr-dict `:` type($input)
+    $scheme $input (`scale` $scale^)? (`unsaturated` $unsaturated^)? attr-dict `:` type($input)
     (`,` type($scale)^)? `->` type($output) `,` type($scales)
   }];
 }
