@@ -71,10 +71,18 @@ struct AllocateSharedMemoryPass
         int64_t last = span[op].second;
         // A use nested deeper keeps the buffer live across the whole op
         // that holds it in the alloc's block (a loop reuses it each trip).
-        for (Operation *user : alloc->getUsers()) {
-          Operation *at = alloc->getBlock()->findAncestorOpInBlock(*user);
-          if (at)
+        // A wgmma dot reads its operands until the dot_wait that completes
+        // it, which is a use too.
+        auto keepLive = [&](Operation *user) {
+          if (Operation *at = alloc->getBlock()->findAncestorOpInBlock(*user))
             last = std::max(last, span[at].second);
+        };
+        for (Operation *user : alloc->getUsers()) {
+          keepLive(user);
+          if (auto dot = dyn_cast<sagegpu::DotOp>(user))
+            for (Operation *wait : dot.getResult().getUsers())
+              if (isa<sagegpu::DotWaitOp>(wait))
+                keepLive(wait);
         }
         buffers.push_back(
             {op, type.getSizeInBytes(), alignment, span[op].first, last});

@@ -79,6 +79,13 @@ Effects effectsOf(Operation *op) {
     if (isa<SharedTileType>(dot.getLhs().getType()))
       e.accesses.push_back(rangeOf(dot.getLhs(), false, async));
     e.accesses.push_back(rangeOf(dot.getRhs(), false, async));
+  } else if (auto wait = dyn_cast<DotWaitOp>(op)) {
+    // A wgmma reads its operands until the wait that completes it: its
+    // reads happen here as well, so a later write is ordered after this
+    // wait in every warpgroup, not just after the dot.
+    for (Value input : wait.getInputs())
+      if (auto dot = input.getDefiningOp<DotOp>())
+        llvm::append_range(e.accesses, effectsOf(dot).accesses);
   } else if (int64_t bytes = getOpScratchBytes(op)) {
     int64_t lo = getScratchOffset(op);
     e.accesses.push_back(
@@ -90,26 +97,33 @@ Effects effectsOf(Operation *op) {
 /// The accesses since the last barrier.
 using Pending = SmallVector<Access>;
 
+/// Groups of accesses in flight, oldest first.
+using Groups = SmallVector<Pending>;
+
+/// Both control-flow paths' groups, aligned by age.
+void mergeGroups(Groups &groups, const Groups &other) {
+  size_t n = std::max(groups.size(), other.size());
+  Groups merged(n);
+  for (const Groups *side : {static_cast<const Groups *>(&groups), &other})
+    for (auto [i, g] : llvm::enumerate(*side))
+      merged[n - side->size() + i].append(g.begin(), g.end());
+  groups = std::move(merged);
+}
+
 /// What a barrier may have to order: the accesses made since the last one,
 /// and the cp.async copies still in flight, which write when a wait
 /// completes their group, not when they are issued (`groups`, oldest first;
 /// `open`, the group being filled).
 struct State {
   Pending pending;
-  SmallVector<Pending> groups;
+  Groups groups;
   Pending open;
 
-  /// Both control-flow paths' accesses (groups aligned by age).
+  /// Both control-flow paths' accesses.
   void merge(const State &o) {
     pending.append(o.pending.begin(), o.pending.end());
     open.append(o.open.begin(), o.open.end());
-    size_t n = std::max(groups.size(), o.groups.size());
-    SmallVector<Pending> merged(n);
-    for (const SmallVector<Pending> *side :
-         {static_cast<const SmallVector<Pending> *>(&groups), &o.groups})
-      for (auto [i, g] : llvm::enumerate(*side))
-        merged[n - side->size() + i].append(g.begin(), g.end());
-    groups = std::move(merged);
+    mergeGroups(groups, o.groups);
   }
 };
 

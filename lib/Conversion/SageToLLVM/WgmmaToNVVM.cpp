@@ -256,9 +256,58 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
   }
 };
 
+/// `wgmma.wait_group.sync.aligned pendings` as inline PTX whose operands
+/// are every 32-bit register of the waited values, tied to its results
+/// ("=r"/"=f" outputs, "0", "1", ... inputs): the values after the wait are
+/// its results, so nothing reads them before it, and nothing may write
+/// those registers across it (the accumulators stay where the wgmmas write
+/// them, as ptxas requires to keep the wgmma pipeline asynchronous).
+struct DotWaitLowering : public OpConversionPattern<sagegpu::DotWaitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::DotWaitOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> regs;
+    SmallVector<Type> types;
+    std::string constraints;
+    llvm::raw_string_ostream cs(constraints);
+    for (ValueRange slots : adaptor.getInputs())
+      for (Value slot : slots) {
+        Type type = slot.getType();
+        if (!type.isInteger(32) && !type.isF32())
+          return rw.notifyMatchFailure(op, "accumulator slots are i32 or f32");
+        cs << (regs.empty() ? "" : ",") << (type.isF32() ? "=f" : "=r");
+        regs.push_back(slot);
+        types.push_back(type);
+      }
+    for (size_t i = 0; i < regs.size(); ++i)
+      cs << "," << i;
+    Type result =
+        types.size() == 1
+            ? types.front()
+            : LLVM::LLVMStructType::getLiteral(rw.getContext(), types);
+    std::string text = "wgmma.wait_group.sync.aligned " +
+                       std::to_string(op.getPendings()) + ";";
+    Value waited = inlinePtx(rw, loc, result, regs, text, constraints);
+    SmallVector<SmallVector<Value>> outputs;
+    size_t next = 0;
+    for (ValueRange slots : adaptor.getInputs()) {
+      SmallVector<Value> &out = outputs.emplace_back();
+      for (size_t i = 0; i < slots.size(); ++i, ++next)
+        out.push_back(types.size() == 1
+                          ? waited
+                          : LLVM::ExtractValueOp::create(rw, loc, waited, next)
+                                .getResult());
+    }
+    rw.replaceOpWithMultiple(op, std::move(outputs));
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::sage::populateWgmmaToNVVMPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns) {
-  patterns.add<WgmmaDotLowering>(converter, patterns.getContext());
+  patterns.add<WgmmaDotLowering, DotWaitLowering>(converter,
+                                                  patterns.getContext());
 }

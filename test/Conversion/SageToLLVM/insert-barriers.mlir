@@ -31,7 +31,52 @@ func.func @raw(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>) -> 
 func.func @async_proxy(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
   %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
   %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
-  return %d : tensor<64x64xi32, #wgmma>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  return %w : tensor<64x64xi32, #wgmma>
+}
+
+// A wgmma reads its operands until the dot_wait that completes it: a
+// barrier between the dot and the wait (here for the other tile) does not
+// order a later write to them; one after the wait does.
+// CHECK-LABEL: func.func @read_until_wait
+// CHECK: sagegpu.barrier {fence_async}
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NEXT: sagegpu.local_load
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_store
+// CHECK-NEXT: sagegpu.dot_wait
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_store
+// CHECK-NOT: sagegpu.barrier
+// CHECK: return
+func.func @read_until_wait(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %b = sagegpu.local_alloc {offset = 8192 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  %r = sagegpu.local_load %b : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  sagegpu.local_store %t, %b : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  sagegpu.local_store %t, %a : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  return %w : tensor<64x64xi32, #wgmma>
+}
+
+// A wait that leaves the dot's group in flight does not complete it; a
+// second dot reading the same bytes needs no barrier (reads only).
+// CHECK-LABEL: func.func @wait_pendings
+// CHECK: sagegpu.dot
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NEXT: sagegpu.dot_wait %{{.*}} {pendings = 1 : i32}
+// CHECK-NEXT: sagegpu.dot_wait %{{.*}} {pendings = 0 : i32}
+// CHECK-NEXT: sagegpu.barrier
+// CHECK-NEXT: sagegpu.local_store
+func.func @wait_pendings(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wgmma>) -> (tensor<64x64xi32, #wgmma>, tensor<64x64xi32, #wgmma>) {
+  %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  %e = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  %w = sagegpu.dot_wait %d {pendings = 1 : i32} : tensor<64x64xi32, #wgmma>
+  %x = sagegpu.dot_wait %e {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  sagegpu.local_store %t, %a : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  return %w, %x : tensor<64x64xi32, #wgmma>, tensor<64x64xi32, #wgmma>
 }
 
 // A tile stored before the loop and read in it: one barrier before the
@@ -72,6 +117,7 @@ func.func @loop(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>, %n
 // CHECK-NEXT: sagegpu.dot
 // CHECK-NEXT: sagegpu.barrier
 // CHECK-NEXT: sagegpu.mbarrier_inval
+// CHECK-NEXT: sagegpu.dot_wait
 func.func @tma(%map: !sage.tensor_map, %i: i64, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
   %a = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
   %bar = sagegpu.local_alloc {offset = 8192 : i64} !sagegpu.smem<1xi64>
@@ -81,7 +127,8 @@ func.func @tma(%map: !sage.tensor_map, %i: i64, %z: tensor<64x64xi32, #wgmma>) -
   sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
   %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
   sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
-  return %d : tensor<64x64xi32, #wgmma>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  return %w : tensor<64x64xi32, #wgmma>
 }
 
 // Op scratch counts like a tile: two reductions through the same bytes are

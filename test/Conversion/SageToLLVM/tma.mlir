@@ -73,7 +73,8 @@ func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi3
   %p = sagegpu.dot %at, %bt, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
   sagegpu.mbarrier_inval %abar : !sagegpu.smem<1xi64>
   sagegpu.mbarrier_inval %bbar : !sagegpu.smem<1xi64>
-  return %p : tensor<64x64xi32, #mma>
+  %w = sagegpu.dot_wait %p {pendings = 0 : i32} : tensor<64x64xi32, #mma>
+  return %w : tensor<64x64xi32, #mma>
 }
 }
 

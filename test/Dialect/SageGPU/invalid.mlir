@@ -268,3 +268,56 @@ func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x128xf16
   %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xf16, #half> -> tensor<64x64xi32, #mma>
   return
 }
+
+// -----
+
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  // expected-error @+1 {{operand 0 is not the result of a wgmma sagegpu.dot (mma.sync dots are synchronous)}}
+  %w = sagegpu.dot_wait %z {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  return %w : tensor<64x64xi32, #wgmma>
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #mma>, %y: tensor<64x64xi32, #wgmma>) {
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #mma>
+  %e = sagegpu.dot %a, %a, %y contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  // expected-error @+1 {{operand 1 is not the result of a wgmma sagegpu.dot (mma.sync dots are synchronous)}}
+  %w:2 = sagegpu.dot_wait %e, %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>, tensor<64x64xi32, #mma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma>) {
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  // expected-error @+1 {{attribute 'pendings' failed to satisfy constraint: 32-bit signless integer attribute whose value is non-negative}}
+  %w = sagegpu.dot_wait %d {pendings = -1 : i32} : tensor<64x64xi32, #wgmma>
+  return
+}
+
+// -----
+
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma>) {
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<64x64xi32, #sagegpu.mma<wgmma, warps = [4, 1], n = 64>>' are incompatible with return type(s) of operation 'tensor<64x64xf32, #sagegpu.mma<wgmma, warps = [4, 1], n = 64>>'}}
+  %w = "sagegpu.dot_wait"(%d) {pendings = 0 : i32} : (tensor<64x64xi32, #wgmma>) -> tensor<64x64xf32, #wgmma>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{waits for the results of one or more wgmma dots}}
+  "sagegpu.dot_wait"() {pendings = 0 : i32} : () -> ()
+  return
+}

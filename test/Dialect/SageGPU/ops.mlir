@@ -1,4 +1,4 @@
-// The sagegpu encodings and convert_layout print and parse back unchanged.
+// The sagegpu encodings and ops print and parse back unchanged.
 // RUN: sage-opt %s | sage-opt | FileCheck %s
 
 // CHECK-DAG: #[[$BLOCKED:.*]] = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
@@ -103,4 +103,20 @@ func.func @shared_memory(%t: tensor<64x128xi8, #blocked>, %p: !sage.ptr<i8>, %i:
   sagegpu.local_store %r, %a : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #kmajor>
   %st = sagegpu.trans %s : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #blocked>
   return
+}
+
+// A wgmma dot's results become readable through sagegpu.dot_wait.
+// CHECK-LABEL: func.func @dot_wait
+// CHECK: %[[D:.*]] = sagegpu.dot %{{.*}}, %{{.*}}, %{{.*}} contract(1, 1) : !sagegpu.smem<128x128xi8, #{{.*}}>, !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<128x64xi32, #[[$WGMMA]]>
+// CHECK: %[[E:.*]] = sagegpu.dot
+// CHECK: %[[W:.*]] = sagegpu.dot_wait %[[D]] {pendings = 1 : i32} : tensor<128x64xi32, #[[$WGMMA]]>
+// CHECK: %[[X:.*]]:2 = sagegpu.dot_wait %[[E]], %[[E]] {pendings = 0 : i32} : tensor<128x64xi32, #[[$WGMMA]]>, tensor<128x64xi32, #[[$WGMMA]]>
+// CHECK: return %[[W]], %[[X]]#1
+func.func @dot_wait(%a: !sagegpu.smem<128x128xi8, #kmajor>, %b: !sagegpu.smem<64x128xi8, #kmajor>,
+                    %z: tensor<128x64xi32, #wgmma>) -> (tensor<128x64xi32, #wgmma>, tensor<128x64xi32, #wgmma>) {
+  %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<128x128xi8, #kmajor>, !sagegpu.smem<64x128xi8, #kmajor> -> tensor<128x64xi32, #wgmma>
+  %e = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<128x128xi8, #kmajor>, !sagegpu.smem<64x128xi8, #kmajor> -> tensor<128x64xi32, #wgmma>
+  %w = sagegpu.dot_wait %d {pendings = 1 : i32} : tensor<128x64xi32, #wgmma>
+  %x:2 = sagegpu.dot_wait %e, %e {pendings = 0 : i32} : tensor<128x64xi32, #wgmma>, tensor<128x64xi32, #wgmma>
+  return %w, %x#1 : tensor<128x64xi32, #wgmma>, tensor<128x64xi32, #wgmma>
 }

@@ -31,7 +31,8 @@ def SageGPUAllocateSharedMemory
   let summary = "Place shared-memory tiles and op scratch by liveness";
   let description = [{
     Every `sagegpu.local_alloc` lives from itself to the end of its last use
-    (a use inside a loop or branch keeps it live across that whole op); ops
+    (a use inside a loop or branch keeps it live across that whole op; a
+    wgmma `sagegpu.dot` uses its operands until its `sagegpu.dot_wait`); ops
     that exchange data between threads through shared memory (cross-warp
     reductions, layout conversions and transposes that need it, tensor-map
     assembly) need their scratch only while they run. When everything fits
@@ -66,8 +67,11 @@ def SageGPUInsertBarriers : Pass<"sagegpu-insert-barriers", "::mlir::ModuleOp"> 
     to bytes that a wgmma reads through the async proxy carries
     `fence_async`. TMA
     writes complete through their mbarrier, which readers wait on, so only
-    their overlap with earlier accesses counts. Ops keep the barriers inside
-    their own lowering (between a reduction's write and read phases).
+    their overlap with earlier accesses counts. A wgmma `sagegpu.dot` reads
+    its shared operands until the `sagegpu.dot_wait` that completes it: its
+    reads count at the dot and again at that wait, so a later write is
+    ordered after the wait. Ops keep the barriers inside their own lowering
+    (between a reduction's write and read phases).
   }];
   let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
 }

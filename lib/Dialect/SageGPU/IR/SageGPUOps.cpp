@@ -1,5 +1,6 @@
 //===- SageGPUOps.cpp - sagegpu op verifiers and folders ------------------===//
 
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 using namespace mlir;
@@ -197,6 +198,29 @@ LogicalResult DotOp::verify() {
     return emitOpError() << "result must carry an #sagegpu.mma accumulator "
                             "encoding, got "
                          << result;
+  return success();
+}
+
+LogicalResult DotWaitOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
+    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferredReturnTypes) {
+  llvm::append_range(inferredReturnTypes, operands.getTypes());
+  return success();
+}
+
+LogicalResult DotWaitOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("waits for the results of one or more wgmma dots");
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    auto dot = input.getDefiningOp<DotOp>();
+    if (!dot ||
+        !isa_and_nonnull<MmaEncodingAttr>(
+            dot.getResult().getType().getEncoding()) ||
+        !sage::isWgmma(dot.getMmaKind()))
+      return emitOpError() << "operand " << i
+                           << " is not the result of a wgmma sagegpu.dot "
+                              "(mma.sync dots are synchronous)";
+  }
   return success();
 }
 

@@ -4,6 +4,7 @@
 #define SAGE_DIALECT_SAGEGPU_IR_SAGEGPUOPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "sage/Dialect/SageGPU/IR/SageGPUAttrs.td"
 include "sage/Dialect/SageGPU/IR/SageGPUTypes.td"
@@ -237,6 +238,37 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
     /// The instruction family the accumulator encoding names.
     ::mlir::sage::MmaKind getMmaKind();
   }];
+}
+
+def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>]>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "wait for in-flight wgmma dots; their results become readable";
+  let description = [{
+    Waits until at most `pendings` of the running warpgroup's most recent
+    wgmma groups (one per `sagegpu.dot` on wgmma, in program order) are in
+    flight (`wgmma.wait_group.sync.aligned pendings`). Its operands are
+    results of wgmma `sagegpu.dot`s whose groups are older than those it
+    lets stay in flight; its results are the same values, readable from
+    here on. Until then the dots' shared operands are still being read
+    (`sagegpu-allocate-shared-memory` keeps them live, and
+    `sagegpu-insert-barriers` counts their reads here as well as at the
+    dot). The lowering ties every 32-bit register of the operands to the
+    wait, so that nothing reads or writes them across it.
+
+    ```mlir
+    %s = sagegpu.dot %q, %k, %zero contract(1, 1)
+        : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared>
+          -> tensor<64x64xi32, #wgmma>
+    // ... work independent of %s runs while the wgmma does ...
+    %r = sagegpu.dot_wait %s {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+    ```
+  }];
+  let arguments = (ins Variadic<Sage_AnyTile>:$inputs,
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$pendings);
+  let results = (outs Variadic<Sage_AnyTile>:$outputs);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
 }
 
 def SageGPU_TransOp : SageGPU_Op<"trans", [Pure]> {
