@@ -113,17 +113,22 @@ void mergeGroups(Groups &groups, const Groups &other) {
 /// What a barrier may have to order: the accesses made since the last one,
 /// and the cp.async copies still in flight, which write when a wait
 /// completes their group, not when they are issued (`groups`, oldest first;
-/// `open`, the group being filled).
+/// `open`, the group being filled). `dots` are the shared reads of the
+/// wgmma groups still in flight (one per dot, oldest first), which no
+/// thread may write before a sagegpu.dot_wait completes them: a barrier
+/// does not wait for the tensor cores.
 struct State {
   Pending pending;
   Groups groups;
   Pending open;
+  Groups dots;
 
   /// Both control-flow paths' accesses.
   void merge(const State &o) {
     pending.append(o.pending.begin(), o.pending.end());
     open.append(o.open.begin(), o.open.end());
     mergeGroups(groups, o.groups);
+    mergeGroups(dots, o.dots);
   }
 };
 
@@ -132,6 +137,8 @@ struct Inserter {
   /// generic writes to them also fences, so that whichever barrier orders
   /// the writes before the read makes them visible to that proxy.
   SmallVector<Access> asyncReads;
+  /// Set when a write overlaps an in-flight wgmma's operands.
+  bool failed = false;
 
   bool needsFence(const Pending &pending) const {
     for (const Access &p : pending)
@@ -207,6 +214,12 @@ struct Inserter {
         state = std::move(out);
         continue;
       }
+      if (auto wait = dyn_cast<DotWaitOp>(op)) {
+        // The older wgmma groups are complete: their operands may be
+        // written again (after a barrier, for the other warpgroups).
+        while (state.dots.size() > wait.getPendings())
+          state.dots.erase(state.dots.begin());
+      }
       Effects e = effectsOf(&op);
       bool conflict = false, fence = false;
       auto check = [&](const Access &a) {
@@ -215,6 +228,17 @@ struct Inserter {
             conflict = true;
             fence |= a.async && p.write && !p.async;
           }
+        if (!a.write || !insert)
+          return;
+        for (const Pending &dot : state.dots)
+          for (const Access &r : dot)
+            if (r.overlaps(a)) {
+              op.emitOpError("writes shared memory that an in-flight wgmma "
+                             "reads: a sagegpu.dot_wait must complete the "
+                             "dot first");
+              failed = true;
+              return;
+            }
       };
       for (const Access &a : e.accesses)
         check(a);
@@ -226,6 +250,8 @@ struct Inserter {
         state.open.append(e.accesses.begin(), e.accesses.end());
       else
         state.pending.append(e.accesses.begin(), e.accesses.end());
+      if (auto dot = dyn_cast<DotOp>(op); dot && isWgmma(dot.getMmaKind()))
+        state.dots.push_back(e.accesses);
     }
     return state;
   }
@@ -243,6 +269,8 @@ struct InsertBarriersPass
       });
       for (Block &block : func.getFunctionBody())
         inserter.run(block, State(), /*insert=*/true);
+      if (inserter.failed)
+        signalPassFailure();
     });
   }
 };

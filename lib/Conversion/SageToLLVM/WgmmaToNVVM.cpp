@@ -5,7 +5,9 @@
 // block are the instruction's registers, in order) and per 32 bytes of K.
 // B, and A unless it is in registers, are read through matrix descriptors
 // of their shared tiles; a register A (`#sagegpu.dot_op`) is packed into
-// the instruction's four 32-bit words per K step from its slots.
+// the instruction's four 32-bit words per K step from its slots. The dot
+// ends at wgmma's commit_group: its result is in flight until the
+// sagegpu.dot_wait that completes it (wait_group, its registers tied).
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,8 +246,9 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
             NVVM::MMAIntOverflowAttr());
       }
     }
+    // One group per dot; its registers are in flight until the
+    // sagegpu.dot_wait that completes it (the only user of the result).
     NVVM::WgmmaGroupSyncAlignedOp::create(rw, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(rw, loc, 0);
 
     SmallVector<Value> slots;
     for (Value block : accs)

@@ -1,7 +1,10 @@
 // sagegpu.dot on wgmma (sm_90a): shared operands in the unswizzled K-major
 // core-matrix layout (16 bytes of K of every row together, where a TMA box
 // lands) are read through matrix descriptors; the barrier after the
-// generic-proxy stores fences them for the async proxy.
+// generic-proxy stores fences them for the async proxy. The dot ends at
+// commit_group: its registers are in flight until the sagegpu.dot_wait that
+// promote-operands puts at the result's first use, inline PTX tying every
+// accumulator register (outputs "=r"/"=f", inputs "0", "1", ...).
 // RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 // RUN: sage-opt %s --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --convert-nvvm-to-llvm | FileCheck %s --check-prefix=ASM
 
@@ -17,18 +20,26 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT: nvvm.wgmma.wait.group
+// CHECK: %[[W:.*]] = llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", {{"(=r,){32}0(,[0-9]+){31}"}} {{.*}} : ({{(i32, ){31}i32}}) -> !llvm.struct<({{(i32, ){31}i32}})>
+// CHECK: llvm.extractvalue %[[W]][0]
 // CHECK: arith.sitofp
+// CHECK-NOT: nvvm.wgmma.wait.group
+// CHECK-NOT: wgmma.wait_group
+// CHECK: return
 // ASM: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $66, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 func.func @qk(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
   %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
   return %s : tensor<64x64xf32>
 }
 
-// Two 64-row blocks for one warpgroup: two chains of K / 16 wgmmas.
+// Two 64-row blocks for one warpgroup: two chains of K / 16 wgmmas, one
+// group, one wait for both blocks' 64 f32 registers.
 // CHECK-LABEL: func.func @dp
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", {{"(=f,){64}0(,[0-9]+){63}"}}
 func.func @dp(%do: tensor<128x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<128x64xf32> {
   %dp = sage.matmul %do, %v contract(1, 1) using wgmma : tensor<128x64xbf16>, tensor<64x64xbf16> -> tensor<128x64xf32>
   return %dp : tensor<128x64xf32>
@@ -44,6 +55,8 @@ func.func @dp(%do: tensor<128x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<128x64
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $69, 0;\0Awgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {$0, $1, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p;\0A}", "=r,{{.*}},=r,0,1,{{.*}},31,r,r,r,r,l,r"
 // CHECK-COUNT-3: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT: wgmma.mma_async
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
 // The 16-bit form also gives A/B scales and B's (absent) transpose.
 // CHECK-LABEL: func.func @pv_half
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, $68, p, 1, 1, 0;

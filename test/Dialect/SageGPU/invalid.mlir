@@ -271,6 +271,16 @@ func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x128xf16
 
 // -----
 
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  // expected-error @+1 {{result is in flight until a sagegpu.dot_wait (wgmma is asynchronous): only dot_wait may use it, not func.return}}
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  return %d : tensor<64x64xi32, #wgmma>
+}
+
+// -----
+
 #wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
 func.func @f(%z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
   // expected-error @+1 {{operand 0 is not the result of a wgmma sagegpu.dot (mma.sync dots are synchronous)}}

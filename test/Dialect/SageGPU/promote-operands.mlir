@@ -5,8 +5,9 @@
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // The cp.async copy is issued where the load was; its wait and the dot
-// come at the matmul. The epilogue scales the i32 product: two single
-// scales multiply once, then one multiply per element.
+// come at the matmul. The wgmma is waited for where the result is first
+// used (here the return); the epilogue then scales the i32 product: two
+// single scales multiply once, then one multiply per element.
 // CHECK-LABEL: func.func @eligible
 // CHECK: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
 // CHECK-NEXT: sagegpu.async_copy %{{.*}} into %[[A]]
@@ -16,7 +17,8 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NEXT: sagegpu.async_commit_group
 // CHECK-NEXT: sagegpu.async_wait 0
 // CHECK: %[[D:.*]] = sagegpu.dot %[[A]], %[[B]], %{{.*}} contract(1, 1) : {{.*}} -> tensor<64x64xi32, #mma>
-// CHECK-NEXT: %[[F:.*]] = arith.sitofp %[[D]] : tensor<64x64xi32, #mma> to tensor<64x64xf32, #mma>
+// CHECK-NEXT: %[[W:.*]] = sagegpu.dot_wait %[[D]] {pendings = 0 : i32} : tensor<64x64xi32, #mma>
+// CHECK-NEXT: %[[F:.*]] = arith.sitofp %[[W]] : tensor<64x64xi32, #mma> to tensor<64x64xf32, #mma>
 // CHECK-NEXT: %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : tensor<1x1xf32, #blocked>
 // CHECK-NEXT: %[[SB:.*]] = sage.broadcast %[[S]] : tensor<1x1xf32, #blocked> -> tensor<64x64xf32, #mma>
 // CHECK-NEXT: arith.mulf %[[F]], %[[SB]] fastmath<contract>
@@ -61,6 +63,8 @@ func.func @eligible(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
 // CHECK: sage.store
 // CHECK: sagegpu.dot
 // CHECK-NOT: sagegpu.async_copy
+// mma.sync is synchronous: no waits.
+// CHECK-NOT: sagegpu.dot_wait
 // CHECK: return
 func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
                         %u: !sage.ptr<f16>, %n: i64, %k: i64,
@@ -87,14 +91,17 @@ func.func @not_eligible(%a: !sage.ptr<f16> {sage.alignment = 16 : i64},
 
 // A load outside the loop of its matmul is not re-copied every iteration;
 // the accumulator operand is added after the scales (the two may fuse into
-// an FMA: fastmath<contract>).
+// an FMA: fastmath<contract>). A matmul onto an accumulator is waited for
+// right after its dot (deferred, the partial and the accumulator would both
+// be live).
 // CHECK-LABEL: func.func @hoisted
 // CHECK: %[[Q:.*]] = sage.load
 // CHECK-NEXT: sagegpu.local_alloc %[[Q]]
 // CHECK: scf.for
 // CHECK: sagegpu.async_copy
 // CHECK: sagegpu.async_wait 0
-// CHECK: sagegpu.dot
+// CHECK: %[[D:.*]] = sagegpu.dot
+// CHECK-NEXT: sagegpu.dot_wait %[[D]] {pendings = 0 : i32}
 // CHECK: sage.broadcast
 // CHECK-NEXT: %[[SCALED:.*]] = arith.mulf {{.*}} fastmath<contract>
 // CHECK-NEXT: arith.addf %{{.*}}, %[[SCALED]] fastmath<contract>
@@ -109,6 +116,50 @@ func.func @hoisted(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s: t
     %k = sage.load %a[%j, %c0] strides [%c128, %c1] bounds [%n, %c128] : !sage.ptr<i8> -> tensor<64x128xi8>
     %p = sage.qmatmul %q[%s], %k[%s] acc %acc contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
     scf.yield %p : tensor<64x64xf32>
+  }
+  return %r : tensor<64x64xf32>
+}
+
+// A wgmma's wait and epilogue go before the first op that uses its result,
+// so the work written between the matmul and that op (a load, math on it)
+// runs while the wgmma is in flight.
+// CHECK-LABEL: func.func @wait_at_first_use
+// CHECK: %[[D:.*]] = sagegpu.dot
+// CHECK-NOT: sagegpu.dot_wait
+// CHECK: %[[M:.*]] = sage.load
+// CHECK-NOT: sagegpu.dot_wait
+// CHECK: %[[X:.*]] = arith.mulf %[[M]], %[[M]]
+// CHECK-NEXT: %[[W:.*]] = sagegpu.dot_wait %[[D]] {pendings = 0 : i32}
+// CHECK-NEXT: arith.sitofp %[[W]]
+// CHECK: %[[C:.*]] = arith.mulf {{.*}} : tensor<64x64xf32, #mma>
+// CHECK-NEXT: arith.addf %[[C]], %[[X]]
+func.func @wait_at_first_use(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %s: tensor<1x1xf32>,
+                             %p: !sage.ptr<f32>, %n: i64) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c = sage.qmatmul %a[%s], %b[%s] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %m = sage.load %p[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f32> -> tensor<64x64xf32>
+  %x = arith.mulf %m, %m : tensor<64x64xf32>
+  %r = arith.addf %c, %x : tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}
+
+// A use inside a region counts at the op that holds it: the wait goes
+// before the scf.if, not into it.
+// CHECK-LABEL: func.func @wait_before_region
+// CHECK: sagegpu.dot
+// CHECK: sagegpu.dot_wait
+// CHECK: scf.if
+// CHECK-NOT: sagegpu.dot_wait
+// CHECK: return
+func.func @wait_before_region(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %s: tensor<1x1xf32>,
+                              %cond: i1, %y: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %c = sage.qmatmul %a[%s], %b[%s] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  %r = scf.if %cond -> tensor<64x64xf32> {
+    %t = arith.addf %c, %y : tensor<64x64xf32>
+    scf.yield %t : tensor<64x64xf32>
+  } else {
+    scf.yield %y : tensor<64x64xf32>
   }
   return %r : tensor<64x64xf32>
 }
@@ -169,13 +220,17 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.tma_load %[[M0]][%{{.*}}, %{{.*}}], %[[BAR]] into %[[A]]
 // TMA: sagegpu.tma_load %[[M1]]
 // TMA: sagegpu.mbarrier_wait %[[BAR]], %{{.*}}
-// TMA: sagegpu.dot
-// The mbarrier is released after the dot (every thread has waited).
+// TMA: %[[P:.*]] = sagegpu.dot
+// TMA-NEXT: sagegpu.dot_wait %[[P]]
+// The mbarrier is released after the matmul (every thread has waited).
 // TMA: sagegpu.mbarrier_inval %[[BAR]]
 // A bound along the contraction that may end inside a 16-byte chunk, and a
-// matmul lowered with mma.sync: cp.async.
+// matmul that asked for mma.sync (it accumulates onto the wgmma's result, so
+// it shares the wgmma encoding): cp.async.
 // TMA-COUNT-2: sagegpu.async_copy
-// TMA: sagegpu.dot
+// TMA: sagegpu.async_wait 0
+// TMA: %[[Q:.*]] = sagegpu.dot
+// TMA-NEXT: sagegpu.dot_wait %[[Q]]
 // PTX80-LABEL: func.func @kernel
 // PTX80-NOT: make_tensor_map
 // PTX80-COUNT-4: sagegpu.async_copy

@@ -70,8 +70,10 @@ def SageGPUInsertBarriers : Pass<"sagegpu-insert-barriers", "::mlir::ModuleOp"> 
     their overlap with earlier accesses counts. A wgmma `sagegpu.dot` reads
     its shared operands until the `sagegpu.dot_wait` that completes it: its
     reads count at the dot and again at that wait, so a later write is
-    ordered after the wait. Ops keep the barriers inside their own lowering
-    (between a reduction's write and read phases).
+    ordered after the wait; a write to those bytes while the dot is still in
+    flight is an error (a barrier does not wait for the tensor cores). Ops
+    keep the barriers inside their own lowering (between a reduction's write
+    and read phases).
   }];
   let dependentDialects = ["::mlir::sagegpu::SageGPUDialect"];
 }

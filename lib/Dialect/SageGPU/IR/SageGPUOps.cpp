@@ -198,6 +198,13 @@ LogicalResult DotOp::verify() {
     return emitOpError() << "result must carry an #sagegpu.mma accumulator "
                             "encoding, got "
                          << result;
+  if (sage::isWgmma(getMmaKind()))
+    for (Operation *user : getResult().getUsers())
+      if (!isa<DotWaitOp>(user))
+        return emitOpError("result is in flight until a sagegpu.dot_wait "
+                           "(wgmma is asynchronous): only dot_wait may use "
+                           "it, not ")
+               << user->getName();
   return success();
 }
 

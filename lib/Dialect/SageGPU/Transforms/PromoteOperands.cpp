@@ -5,7 +5,10 @@
 // memory where the load allows, else stored from registers), wgmma's
 // register A becomes a #sagegpu.dot_op tile, the product is a sagegpu.dot
 // into a zero accumulator, and the scales and the accumulator operand are
-// applied by ordinary tile ops on the #sagegpu.mma result.
+// applied by ordinary tile ops on the #sagegpu.mma result. A wgmma dot is
+// waited for (sagegpu.dot_wait) and its epilogue applied where the matmul's
+// result is first used, so the ops in between run while it is in flight
+// (right after the dot when the matmul accumulates onto an operand).
 //
 //===----------------------------------------------------------------------===//
 
@@ -350,6 +353,19 @@ Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
   return mul(scaled, columns);
 }
 
+/// The op of `block` before which `value` must be available: the first
+/// that uses it, itself or in its regions, or the terminator when no op of
+/// the block does.
+Operation *firstUseIn(Block *block, Value value) {
+  Operation *first = nullptr;
+  for (Operation *user : value.getUsers()) {
+    Operation *at = block->findAncestorOpInBlock(*user);
+    if (at && (!first || at->isBeforeInBlock(first)))
+      first = at;
+  }
+  return first ? first : block->getTerminator();
+}
+
 template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   MmaKind kind = *op.getMma();
   Location loc = op.getLoc();
@@ -396,7 +412,19 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   auto accType = RankedTensorType::get(result.getShape(), accElem, mma);
   Value zero = arith::ConstantOp::create(
       b, loc, accType, DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
-  Value product = DotOp::create(b, loc, accType, lhs, rhs, zero, lc, rc);
+  auto dot = DotOp::create(b, loc, accType, lhs, rhs, zero, lc, rc);
+  Value product = dot;
+  // The accumulator encoding decides the instruction (a matmul that
+  // accumulates onto a wgmma result shares its encoding).
+  if (isWgmma(dot.getMmaKind())) {
+    // wgmma runs asynchronously: wait for it, and apply the epilogue, only
+    // where the result is first needed, so the work in between overlaps it.
+    // Not for a matmul onto an accumulator operand: until its epilogue the
+    // partial product and the accumulator would both be live.
+    if (!op.getAcc())
+      b.setInsertionPoint(firstUseIn(op->getBlock(), op->getResult(0)));
+    product = DotWaitOp::create(b, loc, ValueRange{product}, 0).getResult(0);
+  }
   // The epilogue's last multiply and the accumulation may fuse into one
   // FMA (the matmul's f32 epilogue rounding is not pinned, unlike the
   // quantizer's).

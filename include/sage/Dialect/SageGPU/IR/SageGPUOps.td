@@ -219,6 +219,14 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
     encoding, which chooses mma.sync or wgmma and tiles it over the warps.
     Scales and other epilogues are ordinary tile ops on the result.
 
+    mma.sync is synchronous: its result is ready when the op returns. wgmma
+    is asynchronous: the op issues the instructions as one wgmma group per
+    warpgroup (fence, wgmma..., commit) and its result stays *in flight*,
+    its registers still being written and its shared operands still being
+    read, until a `sagegpu.dot_wait` completes it. So the result of a
+    wgmma dot may only be used by `sagegpu.dot_wait`, whose results are the
+    readable values.
+
     ```mlir
     %d = sagegpu.dot %a, %b, %zero contract(1, 1)
         : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared>

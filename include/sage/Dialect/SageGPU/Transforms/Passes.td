@@ -50,6 +50,16 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
       per-token scales must run along a row) broadcast and multiplied, then
       the accumulator operand added.
 
+    On wgmma the dot is asynchronous: `sagegpu.dot_wait {pendings = 0}` and
+    the epilogue go right before the first op of the matmul's block that
+    uses its result (itself or inside its regions), or before the block's
+    terminator when no op of the block does, rather than right after the
+    dot, so that the ops written between a matmul and its first use (masks,
+    scale loads, index math, copies) run while the wgmma is in flight. A
+    matmul with an accumulator operand is waited for right after its dot:
+    until the epilogue adds them, the partial product and the accumulator
+    would both hold registers. On mma.sync the epilogue follows the dot.
+
     An operand tile is filled where its `sage.load` was, straight from global
     memory, when the load's only use is the matmul in the same block with no
     `sage.store` in between and the copy can move 16-byte pieces: the target
