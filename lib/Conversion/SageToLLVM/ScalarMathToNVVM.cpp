@@ -46,30 +46,21 @@
 using namespace mlir;
 
 namespace {
-struct Log2Lowering : public OpRewritePattern<math::Log2Op> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(math::Log2Op op,
-                                PatternRewriter &rw) const override {
+/// A unary math op on scalar f32 -> one NVVM intrinsic: log2 ->
+/// lg2.approx, exp2 -> ex2.approx.ftz (see the file comment).
+template <typename OpTy>
+struct IntrinsicLowering : public OpRewritePattern<OpTy> {
+  IntrinsicLowering(MLIRContext *ctx, StringRef intrinsic)
+      : OpRewritePattern<OpTy>(ctx), intrinsic(intrinsic) {}
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rw) const override {
     if (!op.getType().isF32())
       return rw.notifyMatchFailure(op, "only scalar f32");
-    rw.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
-        op, op.getType(), rw.getStringAttr("llvm.nvvm.lg2.approx.f"),
-        ValueRange{op.getOperand()});
+    rw.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(op, op.getType(),
+                                                 rw.getStringAttr(intrinsic),
+                                                 ValueRange{op.getOperand()});
     return success();
   }
-};
-/// exp2(x) -> ex2.approx.ftz, f32 (see the file comment).
-struct Exp2Lowering : public OpRewritePattern<math::Exp2Op> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(math::Exp2Op op,
-                                PatternRewriter &rw) const override {
-    if (!op.getType().isF32())
-      return rw.notifyMatchFailure(op, "only scalar f32");
-    rw.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
-        op, op.getType(), rw.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
-        ValueRange{op.getOperand()});
-    return success();
-  }
+  std::string intrinsic;
 };
 
 /// exp(x) -> exp2(x * log2(e)), f32.
@@ -167,8 +158,11 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
 } // namespace
 
 void mlir::sage::populateScalarMathToNVVMPatterns(RewritePatternSet &patterns) {
-  patterns.add<Log2Lowering, Exp2Lowering, ExpLowering, LogLowering>(
-      patterns.getContext());
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<IntrinsicLowering<math::Log2Op>>(ctx, "llvm.nvvm.lg2.approx.f");
+  patterns.add<IntrinsicLowering<math::Exp2Op>>(ctx,
+                                                "llvm.nvvm.ex2.approx.ftz.f");
+  patterns.add<ExpLowering, LogLowering>(ctx);
 }
 
 bool mlir::sage::isSupportedScalarMath(Operation *op) {
