@@ -41,6 +41,7 @@ import math
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -655,6 +656,20 @@ POOLED_RULE = (
     "(exact attention fails the old 1%-in-10-steps one).")
 
 
+def _seeds_that_ran(per_seed: dict[int, dict[str, Any]], reasons: list[str]
+                    ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The (seed, result) pairs of ``per_seed`` whose training ran, in order,
+    for the verdicts to judge; no seed at all, and each seed that raised
+    (``{"error": text}``), adds its failure to ``reasons``."""
+    if not per_seed:
+        reasons.append("no seed ran")
+    for seed, result in per_seed.items():
+        if "error" in result:
+            reasons.append(f"seed {seed}: {result['error']}")
+            continue
+        yield seed, result
+
+
 def pooled_verdict(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The training check's verdict for one model over several seeds
     (TRAIN_SEEDS): ``per_seed`` maps each seed to its ``tracking_verdict``
@@ -674,12 +689,7 @@ def pooled_verdict(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     * sum over seeds of sage's largest drift <= sum over seeds of the bars."""
     reasons: list[str] = []
     summary: dict[int, dict[str, Any]] = {}
-    if not per_seed:
-        reasons.append("no seed ran")
-    for seed, result in per_seed.items():
-        if "error" in result:
-            reasons.append(f"seed {seed}: {result['error']}")
-            continue
+    for seed, result in _seeds_that_ran(per_seed, reasons):
         reasons += [f"seed {seed}: {text}" for text in result["invalid"]]
         drift_max, bar = result["sage_vs_sdpa_max"], result["bar"]
         summary[seed] = {"drift": drift_max, "bar": bar,
@@ -825,12 +835,7 @@ def calibrated_verdict(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     (2, 2) one drifting 2x as far would pass about 35%."""
     reasons: list[str] = []
     summary: dict[int, dict[str, Any]] = {}
-    if not per_seed:
-        reasons.append("no seed ran")
-    for seed, result in per_seed.items():
-        if "error" in result:
-            reasons.append(f"seed {seed}: {result['error']}")
-            continue
+    for seed, result in _seeds_that_ran(per_seed, reasons):
         noise = result["noise_twins"]
         reasons += [f"seed {seed}: {text}" for text in noise["invalid"]]
         sage, largest = noise["sage_drift_max"], noise.get("noise_drift_max_max")

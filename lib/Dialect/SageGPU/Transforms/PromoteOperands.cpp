@@ -313,7 +313,7 @@ Value sliceScale(OpBuilder &b, Location loc, Value scale,
   auto sliced = RankedTensorType::get(
       shape, b.getF32Type(),
       SliceEncodingAttr::get(b.getContext(), dim, parent));
-  if (type.getNumElements() == 1)
+  if (isSingle(scale))
     return BroadcastOp::create(b, loc, sliced, scale);
   if (type.getDimSize(dim) != 1) // a row where a column is needed, or back
     scale = TransOp::create(b, loc, sliced, scale);

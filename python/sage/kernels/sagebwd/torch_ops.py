@@ -71,7 +71,7 @@ class Saved:
     1-element placeholder); ``k_q`` (B*Hkv, Nkv, D) int8 encodes K - k_mean
     (``k_mean`` (B*Hkv, D) f32, zeros without smooth_k); ``*_scale`` one f32
     per block; ``v_qt`` the kernels' INT8 V, transposed and in sigma16 token
-    order (:func:`~sage.kernels.sagebwd.launch.untransposed` gives the
+    order (:func:`~sage.kernels.sagebwd.launch.int8_v` gives the
     (B*Hkv, Nkv, D) INT8 V); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
     views (any strides); ``lse`` (B, H, N) f32, log2 units, smoothed logits.
     ``v_qt``/``v_scale`` are kept for the accuracy report (the backward does not
