@@ -289,3 +289,42 @@ def test_unsaturated_quantize_needs_a_given_scale():
         sl.quantize(x, sl.int8_per_token, saturate=False)  # HERE
 
     expect_error(kernel, [F32, N], {}, r"saturate=False needs a given scale", "# HERE")
+
+
+def test_new_flags_must_be_python_bools():
+    def rows(a, n):
+        sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16), sigma16_rows=1)  # HERE
+
+    expect_error(rows, [I8, N], {}, r"sigma16_rows must be a Python bool", "# HERE")
+
+    def rhs(a, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        s = sl.zeros((1, 1), sl.float32)
+        sl.qmatmul(x, s, x, s, rhs_sigma16="yes")  # HERE
+
+    expect_error(rhs, [I8, N], {}, r"rhs_sigma16 must be a Python bool", "# HERE")
+
+    def saturate(a, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        one = sl.full((16, 1), 1.0, sl.float32)
+        sl.quantize(x, sl.int8_per_token, scale=one, saturate=0)  # HERE
+
+    expect_error(saturate, [F32, N], {}, r"saturate must be a Python bool", "# HERE")
+
+
+def _unsaturated(x, q, n):
+    t = sl.load(x, (16, 16), (0, 0), (16, 1), (n, 16))
+    p_q, _ = sl.quantize(t, sl.int8_per_token, scale=sl.full((16, 1), 0.01, sl.float32),
+                         saturate=False)
+    sl.store(q, p_q, (0, 0), (16, 1), (n, 16))
+
+
+def test_interpreter_checks_the_unsaturated_promise():
+    """A value that rounds past 127 under saturate=False is an error in the
+    interpreter (the GPU would wrap it), naming sl.quantize."""
+    q = np.zeros(256, np.int8)
+    sl.interpret(_unsaturated, 1, [np.full(256, 1.0, np.float32), q, 16], {})
+    assert (q == 100).all()
+    with pytest.raises(sl.CompilationError, match=r"sl.quantize: quantize with "
+                       r"saturate=False: \|round\(x \* inv\)\| reaches 200 > 127"):
+        sl.interpret(_unsaturated, 1, [np.full(256, 2.0, np.float32), q, 16], {})
