@@ -2,12 +2,14 @@
 
     python3 bench/forward_tiles.py OUT.json OUT.md
 
-The default tiles (64 query rows, 8 warps) select mma.sync; 128 query rows on
-two warpgroups, or 64 rows on one, select wgmma for both matmuls. This times
-the forward (pre-pass included, as in bench/attention_speed.py) at each plan
-in one process, next to cuDNN SDPA on the same inputs, and checks O against
-SDPA (relative L2). It is a study for choosing the next tile plan: the
-backward, the accuracy report and ``sage.attention`` keep the default tiles.
+The default tiles (launch.default_tiles: 64 x 64 on one warpgroup) and other
+plans: 128 query rows on two warpgroups, 128 keys per block. This times the
+forward (pre-pass included, as in bench/attention_speed.py) at each plan,
+causal and not, in one process, next to cuDNN SDPA on the same inputs,
+checks O against SDPA (relative L2) and splits one call's GPU time by kernel
+(torch.profiler: the pre-pass kernels against the forward). It is a study
+for choosing the next tile plan: the backward, the accuracy report and
+``sage.attention`` keep the default tiles.
 """
 
 from __future__ import annotations
@@ -28,32 +30,47 @@ from sage.kernels.sagebwd.launch import Tiles, default_tiles  # noqa: E402
 from sage.kernels.sagebwd.torch_ops import forward  # noqa: E402
 
 PLANS = {"default": None, "wgmma-128x64x8": Tiles(128, 64, 8),
-         "wgmma-64x64x4": Tiles(64, 64, 4),
-         # The backward's D=128 blocks (64 x 32) with the forward on one
-         # warpgroup.
-         "wgmma-64x32x4": Tiles(64, 32, 4)}
+         "wgmma-64x128x4": Tiles(64, 128, 4)}
 
 
-def study(d: int, n: int = 4096, batch: int = 4, heads: int = 32) -> list[dict[str, Any]]:
+def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
+    """GPU time per call of ``fn`` by kernel name (ms), from torch.profiler."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.device_time_total > 0:
+            out[event.key] = event.device_time_total / calls / 1e3
+    return out
+
+
+def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
+          heads: int = 32) -> list[dict[str, Any]]:
     """Median forward times (ms) of every plan and of cuDNN at one shape."""
     gen = torch.Generator(device="cuda").manual_seed(d)
     q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16,
                            generator=gen) for _ in range(3))
-    flops = 4 * batch * heads * n * n * d
+    flops = 4 * batch * heads * n * n * d / (2 if causal else 1)
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
-        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         cudnn_ms = triton.testing.do_bench(
-            lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+            lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                                     is_causal=causal),
             return_mode="median")
     rows = []
     for name, tiles in PLANS.items():
-        row: dict[str, Any] = {"d": d, "n": n, "plan": name,
+        row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
                                "tiles": str(tiles or default_tiles(d)), "cudnn_ms": cudnn_ms}
         try:
-            o = forward(q, k, v, tiles=tiles)[0]
+            o = forward(q, k, v, causal=causal, tiles=tiles)[0]
             row["rel_l2_vs_sdpa"] = float((o.float() - ref.float()).norm() / ref.float().norm())
-            row["sage_ms"] = triton.testing.do_bench(lambda: forward(q, k, v, tiles=tiles),
-                                                     return_mode="median")
+            row["sage_ms"] = triton.testing.do_bench(
+                lambda: forward(q, k, v, causal=causal, tiles=tiles), return_mode="median")
+            row["kernel_ms"] = kernel_ms(lambda: forward(q, k, v, causal=causal, tiles=tiles))
             row["tflops"] = flops / row["sage_ms"] / 1e9
             row["vs_cudnn"] = cudnn_ms / row["sage_ms"]
         except Exception as exc:  # noqa: BLE001 - a plan that fails is recorded
@@ -64,18 +81,19 @@ def study(d: int, n: int = 4096, batch: int = 4, heads: int = 32) -> list[dict[s
 
 
 def main(argv: list[str]) -> int:
-    rows = study(64) + study(128)
-    headers = ["D", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",
-               "O rel-L2 vs SDPA", "error"]
-    table = [[r["d"], r["plan"], r["tiles"], common.fmt(r.get("sage_ms")),
+    rows = [row for d in (64, 128) for causal in (False, True) for row in study(d, causal)]
+    headers = ["D", "causal", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",
+               "O rel-L2 vs SDPA", "kernels (ms per call)", "error"]
+    table = [[r["d"], r["causal"], r["plan"], r["tiles"], common.fmt(r.get("sage_ms")),
               common.fmt(r["cudnn_ms"]), common.fmt(r.get("vs_cudnn")),
               common.fmt(r.get("tflops")), common.fmt(r.get("rel_l2_vs_sdpa")),
+              ", ".join(f"{k} {v:.3f}" for k, v in r.get("kernel_ms", {}).items()),
               r.get("error", "")] for r in rows]
     results = {"environment": common.environment(), "rows": rows,
                "markdown": common.markdown_table(headers, table)}
     common.write_outputs(Path(argv[0]) if argv else None,
                          Path(argv[1]) if len(argv) > 1 else None, results,
-                         "Forward tile study, B4 H32 N4096 bf16, non-causal\n\n"
+                         "Forward tile study, B4 H32 N4096 bf16\n\n"
                          + results["markdown"])
     return 0
 

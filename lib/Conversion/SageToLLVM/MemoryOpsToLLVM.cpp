@@ -6,7 +6,8 @@
 // consecutive elements of a row that the view keeps contiguous and aligned
 // (proven from the kernel-argument hints, sage/Dialect/Sage/IR/Divisibility.h)
 // and whose bound cuts no vector in two, they move as one access of up to 16
-// bytes.
+// bytes; in a transposed view (unit stride along rows) the same holds for
+// consecutive elements of a column.
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,24 +141,36 @@ constexpr int64_t kMaxAccessBytes = 16;
 } // namespace
 
 /// Elements per access for a tile of `dist` in the view (ptr, offsets,
-/// strides, bounds) of the unconverted op: the first register bits must
-/// step through consecutive columns, every other basis keep whole vectors
-/// together, the row stride be 1 along columns, and the pointer, the other
-/// stride, the column offset and the column bound keep vectors aligned and
-/// wholly in or out of bounds.
+/// strides, bounds) of the unconverted op, along the view's unit-stride
+/// dimension `u` (the columns, or the rows of a transposed view): the first
+/// register bits must step through consecutive elements along `u`, every
+/// other basis keep whole vectors together, and the pointer, the other
+/// stride, the offset and the bound along `u` keep vectors aligned and wholly
+/// in or out of bounds. Rows read in sigma16 order are not consecutive.
 static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
                            Value ptr, OperandRange offsets,
-                           OperandRange strides, OperandRange bounds) {
-  APInt unit;
-  if (offsets.size() != 2 || !matchPattern(strides[1], m_ConstantInt(&unit)) ||
-      unit != 1)
+                           OperandRange strides, OperandRange bounds,
+                           bool sigma16Rows = false) {
+  if (offsets.size() != 2)
+    return 1;
+  auto isUnit = [](Value stride) {
+    APInt unit;
+    return matchPattern(stride, m_ConstantInt(&unit)) && unit == 1;
+  };
+  unsigned u = isUnit(strides[1]) ? 1 : 0;
+  if (!isUnit(strides[u]) || (u == 0 && sigma16Rows))
     return 1;
   const layout::LinearLayout &l = dist.getLayout();
   ArrayRef<layout::Coord> regs = l.getBases(layout::InDim::Register);
+  auto step = [&](int64_t n) {
+    layout::Coord c;
+    c[u] = int32_t(n);
+    return c;
+  };
   int64_t width = 1;
   unsigned bits = 0;
   while (width * elemBytes < kMaxAccessBytes && bits < regs.size() &&
-         regs[bits] == layout::Coord{0, int32_t(width)}) {
+         regs[bits] == step(width)) {
     width *= 2;
     ++bits;
   }
@@ -167,13 +180,13 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
       ArrayRef<layout::Coord> bases = l.getBases(dim);
       for (unsigned i = dim == layout::InDim::Register ? llvm::Log2_64(w) : 0;
            i < bases.size(); ++i)
-        if (bases[i].col % w != 0)
+        if (bases[i][u] % w != 0)
           return false;
     }
     int64_t bytes = w * elemBytes;
     return knownAlignment(ptr) >= bytes &&
-           knownDivisor(strides[0]) * elemBytes >= bytes &&
-           knownDivisor(offsets[1]) >= w && knownDivisor(bounds[1]) >= w;
+           knownDivisor(strides[1 - u]) * elemBytes >= bytes &&
+           knownDivisor(offsets[u]) >= w && knownDivisor(bounds[u]) >= w;
   };
   while (width > 1 && !keepsVectors(width))
     width /= 2;
@@ -183,20 +196,21 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
 void mlir::sage::recordVectorWidths(ModuleOp module) {
   Builder b(module.getContext());
   auto record = [&](Operation *op, Type tile, Value ptr, OperandRange offsets,
-                    OperandRange strides, OperandRange bounds) {
+                    OperandRange strides, OperandRange bounds,
+                    bool sigma16Rows = false) {
     std::optional<TileDistribution> dist = TileDistribution::get(tile);
     if (!dist)
       return;
     int64_t width = vectorWidth(
         *dist, cast<RankedTensorType>(tile).getElementTypeBitWidth() / 8, ptr,
-        offsets, strides, bounds);
+        offsets, strides, bounds, sigma16Rows);
     if (width > 1)
       op->setAttr(kVectorWidthAttrName, b.getI64IntegerAttr(width));
   };
   module.walk([&](Operation *op) {
     if (auto load = dyn_cast<LoadOp>(op))
       record(op, load.getResult().getType(), load.getPtr(), load.getOffsets(),
-             load.getStrides(), load.getBounds());
+             load.getStrides(), load.getBounds(), load.getSigma16Rows());
     else if (auto store = dyn_cast<StoreOp>(op); store && !store.getAtomicAdd())
       record(op, store.getValue().getType(), store.getPtr(), store.getOffsets(),
              store.getStrides(), store.getBounds());

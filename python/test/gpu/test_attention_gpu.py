@@ -34,7 +34,7 @@ torch = pytest.importorskip("torch")
 import sage  # noqa: E402
 from sage.attention_checks import AttentionArgumentError  # noqa: E402
 from sage.kernels.sagebwd import torch_ops  # noqa: E402
-from sage.kernels.sagebwd.launch import Tiles, cdiv, int8_v  # noqa: E402
+from sage.kernels.sagebwd.launch import Tiles, cdiv, int8_v, token_scales  # noqa: E402
 from sage.reference.sagebwd import (ForwardResult, QuantizedInputs, SageBwdConfig,  # noqa: E402
                                     attention_reference, cosine_similarity,
                                     emulate_backward, emulate_forward, relative_l2,
@@ -173,7 +173,7 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
         q_scale=arr(saved.q_scale, s.batch, s.heads, q_scales),
         q_mean=arr(saved.q_mean, s.batch, s.heads, nq, s.d) if saved.plan.smooth_q else None,
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
-        k_scale=arr(saved.k_scale, s.batch, s.kv_heads, k_scales),
+        k_scale=arr(token_scales(saved.k_scale, k_scales), s.batch, s.kv_heads, k_scales),
         v_q=arr(int8_v(saved.v_qt, s.n_kv), s.batch, s.kv_heads, s.n_kv, s.d),
         v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk,
                     *((s.d,) if saved.plan.fine else ())),

@@ -1,6 +1,6 @@
 // Masked loads and stores: each thread moves the elements it holds with
 // predicated PTX; replicated copies do not store.
-// RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
 // 16x32 f16 with the 4-warp layout (layout tile 16x32): 4 elements a thread.
@@ -64,6 +64,28 @@ func.func @vectors(%src: !sage.ptr<f16> {sage.alignment = 16 : i64}, %dst: !sage
   %c1 = arith.constant 1 : i64
   %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<16x32xf16>
   sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<16x32xf16>, !sage.ptr<f16>
+  return
+}
+
+// A transposed store (unit stride along rows) goes column-wise: the
+// convert gives each thread 16 consecutive rows of a column, and its two
+// runs go as two 16-byte stores; the offset is a min, a select and a
+// difference of multiples of 64, so it keeps their divisor.
+// CHECK-LABEL: func.func @transposed_bytes
+// CHECK-COUNT-2: "@$3 st.global.v2.b64 [$0], {$1, $2};", "l,l,l,b"
+// CHECK-NOT: st.global
+func.func @transposed_bytes(%dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                            %n: i64 {sage.divisibility = 16 : i64}, %a: i64, %b: i64, %c: i1,
+                            %t: tensor<64x64xi8>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64 = arith.constant 64 : i64
+  %x = arith.muli %a, %c64 : i64
+  %y = arith.muli %b, %c64 : i64
+  %lo = arith.minsi %x, %y : i64
+  %pick = arith.select %c, %x, %lo : i64
+  %row = arith.subi %pick, %y : i64
+  sage.store %t, %dst[%row, %c0] strides [%c1, %n] bounds [%n, %c64] : tensor<64x64xi8>, !sage.ptr<i8>
   return
 }
 

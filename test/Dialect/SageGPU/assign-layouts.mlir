@@ -133,3 +133,24 @@ func.func @mismatch(%a: tensor<64x64xi8>, %s: tensor<1x1xf32>, %t: tensor<64x64x
   %y = arith.addf %b, %t : tensor<64x64xf32>
   return %y : tensor<64x64xf32>
 }
+
+// -----
+
+// A blocked tile stored through a transposed view (unit stride along rows)
+// converts to a column-wise blocked encoding first: 16 bytes of a column per
+// thread, lanes and warps across the columns. Row-major stores do not.
+// CHECK-DAG: #[[$ROWS:.*]] = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+// CHECK-DAG: #[[$COLS:.*]] = #sagegpu.blocked<size = [16, 1], threads = [2, 16], warps = [1, 4]>
+// CHECK-LABEL: func.func @transposed_store
+// CHECK: %[[T:.*]] = sage.load {{.*}} -> tensor<64x64xi8, #[[$ROWS]]>
+// CHECK: sage.store %[[T]], {{.*}} : tensor<64x64xi8, #[[$ROWS]]>
+// CHECK: %[[C:.*]] = sagegpu.convert_layout %[[T]] : tensor<64x64xi8, #[[$ROWS]]> -> tensor<64x64xi8, #[[$COLS]]>
+// CHECK: sage.store %[[C]], {{.*}} strides[%{{.*}}, %{{.*}}] {{.*}} : tensor<64x64xi8, #[[$COLS]]>
+func.func @transposed_store(%src: !sage.ptr<i8>, %dst: !sage.ptr<i8>, %n: i64) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x64xi8>
+  sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xi8>, !sage.ptr<i8>
+  sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<64x64xi8>, !sage.ptr<i8>
+  return
+}

@@ -51,6 +51,15 @@ static int64_t divisor(Value v, unsigned depth) {
                     divisor(add.getRhs(), depth + 1));
   if (isa_and_nonnull<arith::ExtSIOp, arith::ExtUIOp>(op))
     return divisor(op->getOperand(0), depth + 1);
+  // Divisors are powers of two: the smaller one divides both operands, so
+  // it divides their difference, either of them, and their min and max.
+  if (isa_and_nonnull<arith::SubIOp, arith::MinSIOp, arith::MaxSIOp,
+                      arith::MinUIOp, arith::MaxUIOp>(op))
+    return std::min(divisor(op->getOperand(0), depth + 1),
+                    divisor(op->getOperand(1), depth + 1));
+  if (auto select = dyn_cast_or_null<arith::SelectOp>(op))
+    return std::min(divisor(select.getTrueValue(), depth + 1),
+                    divisor(select.getFalseValue(), depth + 1));
   return 1;
 }
 

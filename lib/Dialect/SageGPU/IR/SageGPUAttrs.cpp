@@ -309,6 +309,22 @@ mlir::sagegpu::getDefaultBlockedEncoding(MLIRContext *ctx, unsigned numWarps) {
   return BlockedEncodingAttr::get(ctx, {1, 4}, {4, 8}, {numWarps, 1});
 }
 
+BlockedEncodingAttr
+mlir::sagegpu::getColumnBlockedEncoding(MLIRContext *ctx, unsigned numWarps,
+                                        ArrayRef<int64_t> shape,
+                                        int64_t elemBytes) {
+  // Lanes and warps span the columns, so that no column repeat comes before
+  // a thread's run of rows in its registers (the blocked encoding's register
+  // order is dimension 1 first); up to 16 bytes of a column per thread.
+  auto rows = unsigned(std::max<int64_t>(shape[0], 1));
+  auto cols = unsigned(std::max<int64_t>(shape[1], 1));
+  unsigned laneCols = std::clamp(cols / numWarps, 1u, 32u);
+  unsigned laneRows = 32 / laneCols;
+  unsigned size = std::clamp(rows / laneRows, 1u, unsigned(16 / elemBytes));
+  return BlockedEncodingAttr::get(ctx, {size, 1}, {laneRows, laneCols},
+                                  {1, numWarps});
+}
+
 MmaEncodingAttr mlir::sagegpu::getAccumulatorEncoding(MLIRContext *ctx,
                                                       sage::MmaKind kind,
                                                       int64_t m, int64_t n,

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 
@@ -217,6 +218,27 @@ void LayoutInference::rewrite(ModuleOp module) {
         for (auto [acc, res] : tied)
           if (operand.get() == acc)
             operand.set(convert(b, op->getLoc(), acc, own));
+      return;
+    }
+    // A tile stored through a transposed view (unit stride along rows)
+    // goes column-wise first: from the row-wise blocked layout, each byte
+    // would be a store of its own.
+    if (auto store = dyn_cast<sage::StoreOp>(op)) {
+      auto type = cast<RankedTensorType>(store.getValue().getType());
+      APInt stride;
+      if (store.getAtomicAdd() || store.getStrides().size() != 2 ||
+          !isa<BlockedEncodingAttr>(type.getEncoding()) ||
+          !matchPattern(store.getStrides()[0], m_ConstantInt(&stride)) ||
+          stride != 1 ||
+          (matchPattern(store.getStrides()[1], m_ConstantInt(&stride)) &&
+           stride == 1))
+        return;
+      Attribute want = getColumnBlockedEncoding(
+          ctx, numWarps, type.getShape(),
+          std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
+      if (!sameLayout(want, type.getEncoding(), type.getShape()))
+        store.getValueMutable().assign(
+            convert(b, op->getLoc(), store.getValue(), want));
       return;
     }
     // Reductions land in the slice of their input; broadcasts read the

@@ -32,7 +32,7 @@ K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS tile.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, kv_head_of, program_head,
+from sage.kernels.sagebwd.common import (cdiv, head_base, kv_head_of, padded_tokens, program_head,
                                          load_block_scale, load_col_stat, load_row_stat,
                                          load_rows, load_scale, load_strided_rows,
                                          load_transposed_block, load_vector,
@@ -53,7 +53,8 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
                      DIRECT_KV: sl.constexpr = False, GROUP: sl.constexpr = 1):
     """dK_j, dV_j of one key block (for one query head) and its dQ contributions.
 
-    Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale, lse;
+    Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale (per
+    token: its rows padded to 16 tokens), lse;
     v is the 16-bit V (B, Hkv, Nkv, D) (dP = dO V^T stays 16-bit) and do the
     16-bit dO (B, H, N, D), both with their strides; do_qt (dO^ transposed,
     (B*H, D, stride_dotd)) / do_scale and delta from the backward pre-pass.
@@ -72,7 +73,11 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     do_base = head_base(do, batch, head, stride_dob, stride_doh)
     col = block * BLOCK_N
     nq_blocks = cdiv(N, BLOCK_M)
-    sk = load_scale(k_scale, kv, block, col, N_KV, BLOCK_N, FINE_SCALES)
+    nk_blocks = cdiv(N_KV, BLOCK_N)
+    # This kv head's K scales: one row of k_scale (padded to 16 tokens when
+    # per token).
+    k_scales = slice_of(k_scale, kv, padded_tokens(N_KV) if FINE_SCALES else nk_blocks, 1)
+    sk = load_scale(k_scales, 0, block, col, N_KV, BLOCK_N, FINE_SCALES)
     dk_acc = sl.zeros((BLOCK_N, D), sl.float32)
     dv_acc = sl.zeros((BLOCK_N, D), sl.float32)
     start = 0
@@ -120,7 +125,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
             dsk_q, sdsk = sl.quantize(ds * sq, sl.int8_per_channel)
             dk_acc = sl.qmatmul(dsk_q, sdsk, load_rows(q_q, bh, row, N, BLOCK_M, D), one,
                                 contract=(0, 0), acc=dk_acc)
-            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scale, kv, col, N_KV, BLOCK_N),
+            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scales, 0, col, N_KV, BLOCK_N),
                                       sl.int8_per_token)
             dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale, kt, one, contract=(1, 0))
         else:

@@ -41,4 +41,6 @@ def sagebwd_backward_prepass(o, do, delta, do_qt, do_scale, N, H, stride_ob, str
     else:
         do_hat, scale = sl.quantize(dot, sl.int8_per_block)
         store_block_scale(do_scale, scale, bh, block, cdiv(N, BLOCK_M))
-    store_transposed_rows(do_qt, do_hat, bh, row, N, stride_dotd, D)
+    # Rows past N are 0 (loaded as 0): storing them up to the padded row
+    # length keeps whole vectors in bounds.
+    store_transposed_rows(do_qt, do_hat, bh, row, stride_dotd, stride_dotd, D)

@@ -30,6 +30,18 @@ def cdiv(n, block: int):
     return (n + (block - 1)) // block
 
 
+#: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``) and of the
+#: per-token K scales are padded to this many tokens: each row starts 16-byte
+#: aligned (cp.async and TMA move 16 bytes), and scales load in whole pairs.
+TOKEN_PAD = 16
+
+
+def padded_tokens(n):
+    """A token count rounded up to :data:`TOKEN_PAD` (an int, or a runtime
+    length in a kernel: then its divisor is known)."""
+    return cdiv(n, TOKEN_PAD) * TOKEN_PAD
+
+
 def program_head(heads, axis: int = 1):
     """``(batch, head, bh)`` of this program: the head is grid axis ``axis``
     and the batch the next one (grids are (blocks, heads, batch), so no
@@ -64,7 +76,10 @@ def store_strided_rows(base, tile, row, rows, stride_n, D: int) -> None:
 
 
 def slice_of(ptr, bh, rows, width):
-    """Pointer to the ``(rows, width)`` slice ``bh`` of a ``(X, rows, width)`` tensor."""
+    """Pointer to the ``(rows, width)`` slice ``bh`` of a ``(X, rows, width)`` tensor
+    (``bh`` 0, a Python int: ``ptr`` already points at the slice)."""
+    if isinstance(bh, int) and bh == 0:
+        return ptr
     return ptr + bh.to(sl.int64) * rows * width
 
 
@@ -128,20 +143,22 @@ def store_vector(ptr, value, index, D: int) -> None:
 
 def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
                       PER_TOKEN: bool = False, transposed_stride=None,
-                      PER_CHANNEL: bool = False) -> None:
+                      PER_CHANNEL: bool = False, scale_rows=None) -> None:
     """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
     Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
     PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
-    :func:`load_scale`), or with PER_CHANNEL one per column (row ``block`` of
-    slice ``bh`` of a (X, nblocks, D) array). Rows of ``x`` past ``rows`` must already be 0 (they
-    are not stored, but they take part in a block's absmax). With
+    :func:`load_scale`; ``scale_rows``, default ``rows``, is that array's row
+    length: a padded one gets the 0 scales of the zero rows past ``rows`` up
+    to it), or with PER_CHANNEL one per column (row ``block`` of slice ``bh``
+    of a (X, nblocks, D) array). Rows of ``x`` past ``rows`` must already be 0
+    (they are not stored, but they take part in a block's absmax). With
     ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
     transposed_stride) tensor (:func:`store_transposed_rows`).
     """
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
-        store_row_stat(scale_ptr, scale, bh, row, rows)
+        store_row_stat(scale_ptr, scale, bh, row, rows if scale_rows is None else scale_rows)
     elif PER_CHANNEL:
         x_q, scale = sl.quantize(x, sl.int8_per_channel)
         store_vector(scale_ptr, scale, bh * nblocks + block, D)

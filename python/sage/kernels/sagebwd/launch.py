@@ -23,7 +23,7 @@ from sage.jit.specialize import kernel_params
 from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
-from sage.kernels.sagebwd.common import cdiv
+from sage.kernels.sagebwd.common import TOKEN_PAD, cdiv, padded_tokens  # noqa: F401 (re-exported)
 from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
@@ -170,18 +170,6 @@ def stride_args(tensor: str, strides: Strides | tuple[int, int, int]) -> dict[st
             f"stride_{tensor}n": int(row)}
 
 
-#: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``) are padded to this
-#: many tokens, so that each row starts 16-byte aligned (cp.async and TMA
-#: move 16 bytes).
-TOKEN_PAD = 16
-
-
-def padded_tokens(n: int) -> int:
-    """A token count rounded up to :data:`TOKEN_PAD`: the row stride of the
-    transposed INT8 copies."""
-    return cdiv(n, TOKEN_PAD) * TOKEN_PAD
-
-
 def int8_v(qt, n: int):
     """The (X, n, D) INT8 V of the forward pre-pass's ``v_qt`` (X, D,
     :func:`padded_tokens`), a torch tensor or a numpy array, as given (a
@@ -193,6 +181,14 @@ def int8_v(qt, n: int):
         import torch
         index = torch.as_tensor(index, device=qt.device)
     return qt[:, :, index].swapaxes(1, 2)
+
+
+def token_scales(scales, n: int):
+    """The (X, n) per-token scales of a scale buffer whose rows may be padded
+    (``k_scale`` with fine scales has :func:`padded_tokens` of Nkv columns, 0
+    past Nkv), a torch tensor or a numpy array, as a view. Per-block scales
+    (n = their block count) come back whole."""
+    return scales[:, :n]
 
 
 def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
@@ -258,7 +254,10 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
         "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
-        "k_scale": BufferSpec((bhkv, shape.n_kv if fine_scales else nk), "float32"),
+        # Per token: the rows are padded to 16 tokens (0 scales past Nkv),
+        # so that the forward loads them in whole pairs.
+        "k_scale": BufferSpec((bhkv, padded_tokens(shape.n_kv) if fine_scales else nk),
+                              "float32"),
         # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
         # in the forward, so K-major there is key-contiguous; the copies go
         # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)

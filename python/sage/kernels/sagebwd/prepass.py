@@ -10,7 +10,8 @@ of a sequence are 0 in every quantized tile, so they do not move the absmax.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, program_head,
+from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, padded_tokens,
+                                         program_head,
                                          load_vector, quantize_block_to, row_ids, store_vector)
 
 
@@ -71,7 +72,8 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     accumulator's registers, feeds the tensor cores: ``rhs_sigma16``); every
     padded token slot is written (0 past Nkv);
     k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; with FINE_SCALES k_scale
-    is (B*Hkv, Nkv), per token, and v_scale (B*Hkv, ceil(Nkv/BLOCK_N), D), per
+    is (B*Hkv, Nkv padded to 16), per token (0 scales past Nkv: the forward
+    loads them in whole pairs), and v_scale (B*Hkv, ceil(Nkv/BLOCK_N), D), per
     channel of each block (V is contracted over keys: its channels are O's
     columns).
     Grid: (ceil(Nkv/BLOCK_N), Hkv, B).
@@ -85,7 +87,8 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     if SMOOTH_K:
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
-    quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES)
+    quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
+                      scale_rows=padded_tokens(N_KV))
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     # Read in sigma16 order and stored as it is, over every padded slot; the
     # block absmax does not depend on the order.

@@ -54,6 +54,15 @@ std::optional<sage::layout::LinearLayout> getLinearLayout(Type type);
 BlockedEncodingAttr getDefaultBlockedEncoding(MLIRContext *ctx,
                                               unsigned numWarps);
 
+/// A blocked encoding for storing a `shape` tile of `elemBytes` elements
+/// through a transposed view (unit stride along rows): each thread holds up
+/// to 16 bytes of consecutive rows of one column, so that its stores are
+/// wide and whole 32-byte sectors.
+BlockedEncodingAttr getColumnBlockedEncoding(MLIRContext *ctx,
+                                             unsigned numWarps,
+                                             ArrayRef<int64_t> shape,
+                                             int64_t elemBytes);
+
 /// The accumulator encoding of an `m x n` matmul result computed with `kind`
 /// by `numWarps` warps: how the lowering tiles the instruction over warps.
 MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,
