@@ -32,7 +32,8 @@ K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS tile.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, kv_head_of, padded_tokens, program_head,
+from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length, kv_head_of,
+                                         program_head,
                                          load_block_scale, load_col_stat, load_row_stat,
                                          load_rows, load_scale, load_strided_rows,
                                          load_transposed_block, load_vector,
@@ -73,10 +74,8 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     do_base = head_base(do, batch, head, stride_dob, stride_doh)
     col = block * BLOCK_N
     nq_blocks = cdiv(N, BLOCK_M)
-    nk_blocks = cdiv(N_KV, BLOCK_N)
-    # This kv head's K scales: one row of k_scale (padded to 16 tokens when
-    # per token).
-    k_scales = slice_of(k_scale, kv, padded_tokens(N_KV) if FINE_SCALES else nk_blocks, 1)
+    # This kv head's K scales: one row of k_scale.
+    k_scales = slice_of(k_scale, kv, k_scale_row_length(N_KV, BLOCK_N, FINE_SCALES), 1)
     sk = load_scale(k_scales, 0, block, col, N_KV, BLOCK_N, FINE_SCALES)
     dk_acc = sl.zeros((BLOCK_N, D), sl.float32)
     dv_acc = sl.zeros((BLOCK_N, D), sl.float32)

@@ -42,6 +42,13 @@ def padded_tokens(n):
     return cdiv(n, TOKEN_PAD) * TOKEN_PAD
 
 
+def k_scale_row_length(n_kv, BLOCK_N: int, PER_TOKEN: bool):
+    """The row length of ``k_scale`` (one row per (batch, kv head)): Nkv
+    padded to :data:`TOKEN_PAD` per token (0 scales past Nkv), else one per
+    block (an int, or a runtime length in a kernel)."""
+    return padded_tokens(n_kv) if PER_TOKEN else cdiv(n_kv, BLOCK_N)
+
+
 def program_head(heads, axis: int = 1):
     """``(batch, head, bh)`` of this program: the head is grid axis ``axis``
     and the batch the next one (grids are (blocks, heads, batch), so no

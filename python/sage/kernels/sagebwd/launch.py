@@ -23,7 +23,7 @@ from sage.jit.specialize import kernel_params
 from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
-from sage.kernels.sagebwd.common import TOKEN_PAD, cdiv, padded_tokens  # noqa: F401 (re-exported)
+from sage.kernels.sagebwd.common import cdiv, k_scale_row_length, padded_tokens
 from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
@@ -254,10 +254,10 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
         "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
-        # Per token: the rows are padded to 16 tokens (0 scales past Nkv),
-        # so that the forward loads them in whole pairs.
-        "k_scale": BufferSpec((bhkv, padded_tokens(shape.n_kv) if fine_scales else nk),
-                              "float32"),
+        # Per token, the rows are padded to 16 tokens, so that the forward
+        # loads them in whole pairs.
+        "k_scale": BufferSpec((bhkv, k_scale_row_length(shape.n_kv, tiles.block_n,
+                                                        fine_scales)), "float32"),
         # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
         # in the forward, so K-major there is key-contiguous; the copies go
         # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)

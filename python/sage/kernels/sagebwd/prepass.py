@@ -10,8 +10,8 @@ of a sequence are 0 in every quantized tile, so they do not move the absmax.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, padded_tokens,
-                                         program_head,
+from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length,
+                                         load_strided_rows, program_head,
                                          load_vector, quantize_block_to, row_ids, store_vector)
 
 
@@ -88,7 +88,7 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
-                      scale_rows=padded_tokens(N_KV))
+                      scale_rows=k_scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     # Read in sigma16 order and stored as it is, over every padded slot; the
     # block absmax does not depend on the order.
