@@ -50,7 +50,9 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   pm.addPass(createSageGPUAllocateSharedMemory());
   pm.addPass(createSageGPUInsertBarriers());
-  pm.addPass(createConvertSageToLLVM());
+  ConvertSageToLLVMOptions toLLVM;
+  toLLVM.ptxVersion = options.ptxVersion;
+  pm.addPass(createConvertSageToLLVM(toLLVM));
   pm.addPass(createConvertNVVMToLLVMPass()); // wgmma and friends to PTX asm
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -38,6 +38,9 @@ KNOWN_SPILLS = {
 # (direct_kv) uses all 255 registers.
 SPILLS_OUTSIDE_LOOPS = {
     ("sagebwd_backward", 64): lambda flags: flags["direct_kv"],
+    # The D=128 forward with Q-smoothing: 255 registers, its K-scale loads
+    # issued before the key tile's wait.
+    ("sagebwd_forward", 128): lambda flags: flags["smooth_q"],
 }
 
 

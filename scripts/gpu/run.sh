@@ -12,6 +12,8 @@
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
+#     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
+#               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
 #     training  bench/training/run.py --suite main (SageBwd vs SDPA pretraining parity; extra
 #               arguments in SAGE_TRAINING_ARGS); training-ablations: --suite ablations
 #     package   installs the Python package offline (the carried library
@@ -66,6 +68,22 @@ for stage in "${stages[@]}"; do
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;
+    profile)
+      for d in 64 128; do
+        # Launches 0-1 are the first call's (compiling) forward and backward;
+        # profile the second call's. The report's details (stall reasons
+        # included) and its per-SASS-instruction source page come back as text.
+        ncu --kernel-name regex:'sagebwd_(forward|backward)$' --launch-skip 2 --launch-count 2 \
+          --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+          --section ComputeWorkloadAnalysis --section SourceCounters --import-source no \
+          -f -o "/tmp/profile-d$d" python3 bench/kernel_profile.py --d "$d" 2>&1 | tail -n 3
+        ncu -i "/tmp/profile-d$d.ncu-rep" --page details --print-details all \
+          > "$OUT/profile-d$d.txt" 2>&1
+        ncu -i "/tmp/profile-d$d.ncu-rep" --page source --print-source sass --csv \
+          > "$OUT/profile-d$d-sass.csv" 2>&1
+        ls -l "$OUT/profile-d$d.txt" "$OUT/profile-d$d-sass.csv"
+      done ;;
     training|training-ablations)
       suite=main; [ "$stage" = training ] || suite=ablations
       # shellcheck disable=SC2086

@@ -193,7 +193,7 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
   return width;
 }
 
-void mlir::sage::recordVectorWidths(ModuleOp module) {
+void mlir::sage::recordVectorWidths(ModuleOp module, bool vectorAtomics) {
   Builder b(module.getContext());
   auto record = [&](Operation *op, Type tile, Value ptr, OperandRange offsets,
                     OperandRange strides, OperandRange bounds,
@@ -211,7 +211,12 @@ void mlir::sage::recordVectorWidths(ModuleOp module) {
     if (auto load = dyn_cast<LoadOp>(op))
       record(op, load.getResult().getType(), load.getPtr(), load.getOffsets(),
              load.getStrides(), load.getBounds(), load.getSigma16Rows());
-    else if (auto store = dyn_cast<StoreOp>(op); store && !store.getAtomicAdd())
+    else if (auto store = dyn_cast<StoreOp>(op);
+             store && (!store.getAtomicAdd() ||
+                       (vectorAtomics &&
+                        cast<RankedTensorType>(store.getValue().getType())
+                            .getElementType()
+                            .isF32())))
       record(op, store.getValue().getType(), store.getPtr(), store.getOffsets(),
              store.getStrides(), store.getBounds());
   });
@@ -288,9 +293,26 @@ static SmallVector<Value> loadVector(OpBuilder &b, Location loc, Type elem,
 
 /// Stores `values` (consecutive elements) at `addr` when `ok`.
 static void storeVector(OpBuilder &b, Location loc, ValueRange values,
-                        Value addr, Value ok) {
+                        Value addr, Value ok, bool atomicAdd) {
   Type elem = values.front().getType();
   int64_t w = values.size();
+  if (atomicAdd) {
+    // One vector reduction of w f32 (sm_90, PTX ISA 8.1): the operands are
+    // the values themselves, in order.
+    std::string text = "@$" + std::to_string(w + 1) + " red.global.add.v" +
+                       std::to_string(w) + ".f32 [$0], {";
+    std::string constraints = "l";
+    SmallVector<Value> operands{addr};
+    for (int64_t j = 0; j < w; ++j) {
+      text += (j ? ", $" : "$") + std::to_string(j + 1);
+      constraints += ",f";
+      operands.push_back(values[j]);
+    }
+    text += "};";
+    operands.push_back(ok);
+    inlinePtx(b, loc, Type(), operands, text, constraints + ",b");
+    return;
+  }
   int64_t bytes = w * elem.getIntOrFloatBitWidth() / 8;
   VectorRegisters vr = vectorRegisters(b, bytes);
   Value vec = LLVM::PoisonOp::create(b, loc, VectorType::get({w}, elem));
@@ -369,14 +391,15 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);
     Value owner = coords.isOwner(*dist);
-    int64_t width = op.getAtomicAdd() ? 1 : recordedWidth(op);
+    int64_t width = recordedWidth(op);
     if (width > 1) {
       ValueRange values = adaptor.getValue();
       for (int64_t r = 0; r < dist->getNumElements(); r += width) {
         if (dist->isSlotCopy(r))
           continue;
         storeVector(rw, loc, values.slice(r, width), access.addresses[r],
-                    arith::AndIOp::create(rw, loc, access.inBounds[r], owner));
+                    arith::AndIOp::create(rw, loc, access.inBounds[r], owner),
+                    op.getAtomicAdd());
       }
       rw.eraseOp(op);
       return success();

@@ -82,12 +82,15 @@ static void lowerArgumentHints(ModuleOp module) {
 namespace {
 struct ConvertSageToLLVMPass
     : public sage::impl::ConvertSageToLLVMBase<ConvertSageToLLVMPass> {
+  using ConvertSageToLLVMBase::ConvertSageToLLVMBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
-    recordVectorWidths(module);
+    std::optional<TargetInfo> gpu = SageDialect::getTarget(module);
+    recordVectorWidths(module,
+                       gpu && gpu->getCapability() >= 90 && ptxVersion >= 81);
 
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);

@@ -1,8 +1,9 @@
 // Masked loads and stores: each thread moves the elements it holds with
 // predicated PTX; replicated copies do not store.
 // RUN: sage-opt %s --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --convert-sage-to-llvm --canonicalize | FileCheck %s
+// RUN: sage-opt %s --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --convert-sage-to-llvm="ptx-version=80" --canonicalize | FileCheck %s --check-prefix=PTX80
 
-module attributes {sage.num_warps = 4 : i32} {
+module attributes {sage.num_warps = 4 : i32, sage.target = "sm_90a"} {
 // 16x32 f16 with the 4-warp layout (layout tile 16x32): 4 elements a thread.
 // CHECK-LABEL: func.func @copy
 func.func @copy(%src: !sage.ptr<f16>, %dst: !sage.ptr<f16>, %n: i64) {
@@ -47,6 +48,24 @@ func.func @atomic_column(%dst: !sage.ptr<f32>, %n: i64, %v: f32) {
   // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$2 red.global.add.f32 [$0], $1;", "l,f,b"
   // CHECK-NOT: red.global
   sage.store atomic_add %t, %dst[%c0, %c0] strides [%c1, %c0] bounds [%n, %c1] : tensor<16x1xf32>, !sage.ptr<f32>
+  return
+}
+
+// f32 atomic adds of consecutive elements go as vector reductions on sm_90
+// from PTX ISA 8.1 on (here four per thread: 16 bytes); before it, one
+// scalar red per element.
+// CHECK-LABEL: func.func @atomic_vectors
+// CHECK: "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b"
+// CHECK-NOT: red.global
+// PTX80-LABEL: func.func @atomic_vectors
+// PTX80-COUNT-4: "@$2 red.global.add.f32 [$0], $1;", "l,f,b"
+// PTX80-NOT: red.global
+func.func @atomic_vectors(%dst: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                          %n: i64 {sage.divisibility = 16 : i64}, %v: f32) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.splat %v : f32 -> tensor<16x32xf32>
+  sage.store atomic_add %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<16x32xf32>, !sage.ptr<f32>
   return
 }
 

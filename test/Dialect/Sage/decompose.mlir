@@ -17,18 +17,29 @@ func.func @smooth(%x: tensor<64x32xf16>) -> (tensor<64x32xf32>, tensor<1x32xf32>
 
 // -----
 
-// Per block: absmax over both axes, scale = absmax / 127, inv = 1 / scale
-// except for an all-zero block, round half to even, clamp to [-127, 127].
+// Per block: absmax over both axes, scale = absmax / 127 (correctly
+// rounded without a divide: a * RN(1/127), then one FMA correction with the
+// exact residual; an infinite absmax keeps its infinite scale), inv = 1 /
+// scale except for an all-zero block, round half to even, clamp to
+// [-127, 127].
 // CHECK-LABEL: func.func @quantize_per_block
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
 // CHECK-DAG: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<1x1xf32>
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<1x1xf32>
 // CHECK-DAG: %[[Q:.*]] = arith.constant dense<1.270000e+02> : tensor<1x1xf32>
+// CHECK-DAG: %[[C:.*]] = arith.constant dense<0.00787401571> : tensor<1x1xf32>
+// CHECK-DAG: %[[INF:.*]] = arith.constant dense<0x7F800000> : tensor<1x1xf32>
 // CHECK-DAG: %[[LO:.*]] = arith.constant dense<-1.270000e+02> : tensor<4x8xf32>
 // CHECK-DAG: %[[HI:.*]] = arith.constant dense<1.270000e+02> : tensor<4x8xf32>
 // CHECK: %[[A0:.*]] = sage.reduce absmax %[[X]] axis 0 : tensor<4x8xf32> -> tensor<1x8xf32>
 // CHECK: %[[A1:.*]] = sage.reduce absmax %[[A0]] axis 1 : tensor<1x8xf32> -> tensor<1x1xf32>
-// CHECK: %[[SCALE:.*]] = arith.divf %[[A1]], %[[Q]] : tensor<1x1xf32>
+// CHECK: %[[Q0:.*]] = arith.mulf %[[A1]], %[[C]] : tensor<1x1xf32>
+// CHECK: %[[NQ:.*]] = arith.negf %[[Q0]]
+// CHECK: %[[RES:.*]] = math.fma %[[NQ]], %[[Q]], %[[A1]]
+// CHECK: %[[QUO:.*]] = math.fma %[[RES]], %[[C]], %[[Q0]]
+// CHECK: %[[ISINF:.*]] = arith.cmpf oeq, %[[A1]], %[[INF]]
+// CHECK: %[[SCALE:.*]] = arith.select %[[ISINF]], %[[INF]], %[[QUO]]
+// CHECK-NOT: arith.divf %[[A1]]
 // CHECK: %[[RCP:.*]] = arith.divf %[[ONE]], %[[SCALE]]
 // CHECK: %[[ISZ:.*]] = arith.cmpf oeq, %[[SCALE]], %[[ZERO]]
 // CHECK: %[[INV:.*]] = arith.select %[[ISZ]], %[[ZERO]], %[[RCP]]
@@ -50,7 +61,7 @@ func.func @quantize_per_block(%x: tensor<4x8xf32>) -> (tensor<4x8xi8>, tensor<1x
 // CHECK-LABEL: func.func @quantize_per_channel
 // CHECK: %[[A:.*]] = sage.reduce absmax %{{.*}} axis 0 : tensor<4x8xf32> -> tensor<1x8xf32>
 // CHECK-NOT: sage.reduce
-// CHECK: arith.divf %[[A]], %{{.*}} : tensor<1x8xf32>
+// CHECK: math.fma %{{.*}}, %{{.*}}, %[[A]] : tensor<1x8xf32>
 // CHECK: sage.broadcast %{{.*}} : tensor<1x8xf32> -> tensor<4x8xf32>
 func.func @quantize_per_channel(%x: tensor<4x8xf32>) -> (tensor<4x8xi8>, tensor<1x8xf32>) {
   %q, %s = sage.quantize #sage.int8<per_channel> %x : tensor<4x8xf32> -> tensor<4x8xi8>, tensor<1x8xf32>

@@ -54,6 +54,30 @@ func.func @loads(%p: !sage.ptr<f32>, %i: i64, %j: i64) -> (tensor<64x1xf32, #sli
   return %1, %3 : tensor<64x1xf32, #slice>, tensor<1x64xf32, #blocked>
 }
 
+// The rebuilt load issues where the kernel issued the old one (before the
+// barrier here), not at the transpose; a load outside the loop moves to its
+// user inside it instead, so that no registers hold it across the loop.
+// FOLD-LABEL: func.func @load_order
+// FOLD: %[[EARLY:.*]] = sage.load %arg0[%arg2, %arg1]
+// FOLD-NEXT: sagegpu.barrier
+// FOLD-NEXT: scf.for
+// FOLD-NEXT: %[[INNER:.*]] = sage.load %arg0[%arg2, %arg1]
+// FOLD-NEXT: sage.store %[[INNER]]
+// FOLD: return %[[EARLY]]
+func.func @load_order(%p: !sage.ptr<f32>, %i: i64, %j: i64, %n: index) -> tensor<1x64xf32, #blocked> {
+  %0 = sage.load %p[%i, %j] strides [%i, %j] bounds [%i, %j] : !sage.ptr<f32> -> tensor<64x1xf32, #blocked>
+  sagegpu.barrier
+  %1 = sagegpu.trans %0 : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #blocked>
+  %2 = sage.load %p[%i, %j] strides [%i, %j] bounds [%i, %j] : !sage.ptr<f32> -> tensor<64x1xf32, #blocked>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %k = %c0 to %n step %c1 {
+    %3 = sagegpu.trans %2 : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #blocked>
+    sage.store %3, %p[%j, %i] strides [%j, %i] bounds [%j, %i] : tensor<1x64xf32, #blocked>, !sage.ptr<f32>
+  }
+  return %1 : tensor<1x64xf32, #blocked>
+}
+
 // Operand and shared encodings.
 // CHECK-LABEL: func.func @operands
 // CHECK-SAME: tensor<64x64xi8, #[[$A]]>, %{{.*}}: tensor<64x32xf16, #[[$B]]>

@@ -19,7 +19,13 @@ def ConvertSageToLLVM : Pass<"convert-sage-to-llvm", "::mlir::ModuleOp"> {
     scalars.
     `!sage.ptr` becomes `!llvm.ptr<1>`. Each kernel gets the shared-memory
     scratch size it needs as `sage.shared_memory` (bytes).
+    f32 atomic adds of consecutive elements a thread holds become vector
+    reductions (`red.global.add.v2/v4.f32`) on sm_90 from PTX ISA 8.1 on.
   }];
+  let options = [
+    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
+           "PTX ISA version x10 the kernel is translated with">,
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::NVVM::NVVMDialect",
                            "::mlir::arith::ArithDialect",

@@ -30,9 +30,10 @@ void populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
 /// Where loads and stores may move several elements per access, recorded
 /// before the conversion (which the divisibility analysis cannot read
-/// through) as `kVectorWidthAttrName`.
+/// through) as `kVectorWidthAttrName`. f32 atomic adds get one only with
+/// `vectorAtomics` (red.global.add.v2/v4.f32: sm_90, PTX ISA 8.1).
 inline constexpr llvm::StringLiteral kVectorWidthAttrName = "sage.vector_width";
-void recordVectorWidths(ModuleOp module);
+void recordVectorWidths(ModuleOp module, bool vectorAtomics);
 /// Elementwise arith/math on tiles, tile constants, splat, iota, broadcast.
 void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
                                        RewritePatternSet &patterns);

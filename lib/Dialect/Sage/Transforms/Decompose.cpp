@@ -8,6 +8,7 @@
 
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
+#include "sage/Quant/ConstantDivision.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/PatternMatch.h"
@@ -71,6 +72,10 @@ public:
   Value sub(Value a, Value b) { return arith::SubFOp::create(rw, loc, a, b); }
   Value mul(Value a, Value b) { return arith::MulFOp::create(rw, loc, a, b); }
   Value div(Value a, Value b) { return arith::DivFOp::create(rw, loc, a, b); }
+  Value neg(Value a) { return arith::NegFOp::create(rw, loc, a); }
+  Value fma(Value a, Value b, Value c) {
+    return math::FmaOp::create(rw, loc, a, b, c);
+  }
   Value exp2(Value a) { return math::Exp2Op::create(rw, loc, a); }
   Value equal(Value a, Value b) {
     return arith::CmpFOp::create(rw, loc, arith::CmpFPredicate::OEQ, a, b);
@@ -111,6 +116,23 @@ struct DecomposeSmooth : public OpRewritePattern<SmoothOp> {
   }
 };
 
+/// absmax / qmax, correctly rounded. Where ConstantDivision.h proves it
+/// exact, without a divide: a multiply and two FMAs, and +inf kept (the FMA
+/// residual of an infinite absmax is NaN).
+static Value divideByQmax(TileBuilder &b, Value absmax,
+                          RankedTensorType scaleType, double qmax) {
+  int64_t divisor = static_cast<int64_t>(qmax);
+  if (static_cast<double>(divisor) != qmax || !isFmaDivisionExact(divisor))
+    return b.div(absmax, b.constant(scaleType, qmax));
+  Value d = b.constant(scaleType, qmax);
+  Value c = b.constant(scaleType, static_cast<double>(1.0f / float(qmax)));
+  Value q = b.mul(absmax, c);
+  Value residual = b.fma(b.neg(q), d, absmax);
+  Value quotient = b.fma(residual, c, q);
+  Value inf = b.constant(scaleType, std::numeric_limits<double>::infinity());
+  return b.select(b.equal(absmax, inf), inf, quotient);
+}
+
 struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(QuantizeOp op,
@@ -136,7 +158,7 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
           absmax = b.reduce(ReduceKind::AbsMax, absmax, axis);
       if (absmax == x) // one-element granules: absmax is |x| itself
         absmax = math::AbsFOp::create(rw, op.getLoc(), x);
-      scales = b.div(absmax, b.constant(scaleType, qmax));
+      scales = divideByQmax(b, absmax, scaleType, qmax);
     }
     // Ops are built one statement at a time: C++ leaves the order of
     // argument evaluation open, and the IR order must not depend on it.

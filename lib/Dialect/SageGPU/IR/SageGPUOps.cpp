@@ -19,6 +19,19 @@ LogicalResult ConvertLayoutOp::verify() {
 }
 
 namespace {
+/// Where a load rebuilt for its one user goes. In the user's block, where
+/// the kernel issued it: kernels order loads early so that their latency
+/// overlaps other work (a scale loaded before a matmul's wait). A load
+/// outside the user's loop moves to the user instead: re-issued there (an
+/// L1 hit), it holds no registers across the loop.
+static void setLoadInsertionPoint(PatternRewriter &rw, sage::LoadOp load,
+                                  Operation *user) {
+  if (load->getBlock() == user->getBlock())
+    rw.setInsertionPoint(load);
+  else
+    rw.setInsertionPoint(user);
+}
+
 /// convert_layout(load) -> load in the new encoding: every thread loads the
 /// elements it holds, so the load needs no exchange. Only for a load used
 /// once (other users keep its encoding).
@@ -29,9 +42,11 @@ struct LoadInNewEncoding : public OpRewritePattern<ConvertLayoutOp> {
     auto load = op.getSource().getDefiningOp<sage::LoadOp>();
     if (!load || !load->hasOneUse())
       return failure();
-    auto moved = rw.replaceOpWithNewOp<sage::LoadOp>(
-        op, op.getResult().getType(), load.getPtr(), load.getOffsets(),
-        load.getStrides(), load.getBounds());
+    setLoadInsertionPoint(rw, load, op);
+    auto moved = sage::LoadOp::create(
+        rw, load.getLoc(), op.getResult().getType(), load.getPtr(),
+        load.getOffsets(), load.getStrides(), load.getBounds());
+    rw.replaceOp(op, moved);
     moved.setSigma16Rows(load.getSigma16Rows());
     rw.eraseOp(load);
     return success();
@@ -50,9 +65,11 @@ struct LoadTransposed : public OpRewritePattern<TransOp> {
         load.getSigma16Rows())
       return failure();
     auto swap = [](OperandRange r) { return SmallVector<Value>{r[1], r[0]}; };
-    rw.replaceOpWithNewOp<sage::LoadOp>(
-        op, op.getResult().getType(), load.getPtr(), swap(load.getOffsets()),
-        swap(load.getStrides()), swap(load.getBounds()));
+    setLoadInsertionPoint(rw, load, op);
+    rw.replaceOp(op, sage::LoadOp::create(
+                         rw, load.getLoc(), op.getResult().getType(),
+                         load.getPtr(), swap(load.getOffsets()),
+                         swap(load.getStrides()), swap(load.getBounds())));
     rw.eraseOp(load);
     return success();
   }

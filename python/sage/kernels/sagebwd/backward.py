@@ -37,7 +37,7 @@ from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length, kv
                                          load_block_scale, load_col_stat, load_row_stat,
                                          load_rows, load_scale, load_strided_rows,
                                          load_transposed_block, load_vector,
-                                         load_vector_column, row_to_column,
+                                         row_to_column,
                                          slice_of,
                                          smoothing_bias, store_rows, visible)
 
@@ -109,23 +109,29 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
         # per channel: the outer axes of dV).
         if FINE_SCALES:
             p_q, sp = sl.quantize(p, sl.int8_per_channel)
-            # One scale per channel: dO^T's rows.
-            sdo = load_vector_column(do_scale, bh * nq_blocks + qblock, D)
+            # One scale per channel (dO^T's rows: dV's columns), applied
+            # after the product and loaded after it too: its 1 x D row then
+            # holds no registers while the matmul is in flight.
+            dv_part = sl.qmatmul(p_q, sp, do_t, sl.full((1, 1), 1.0, sl.float32),
+                                 contract=(0, 1))
+            dv_acc = dv_acc + dv_part * load_vector(do_scale, bh * nq_blocks + qblock, D)
         else:
             p_q, sp = sl.quantize(p, sl.int8_per_block)
             sdo = load_block_scale(do_scale, bh, qblock, nq_blocks)
-        dv_acc = sl.qmatmul(p_q, sp, do_t, sdo, contract=(0, 1), acc=dv_acc)
+            dv_acc = sl.qmatmul(p_q, sp, do_t, sdo, contract=(0, 1), acc=dv_acc)
         # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
         dp = sl.matmul(do16, vt, contract=(1, 1))
         ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
         # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
         if FINE_SCALES:
+            # dQ's dS^ is quantized first: the D=64 backward uses all 255
+            # registers, and in the other order ptxas spills in the loop.
             one = sl.full((1, 1), 1.0, sl.float32)
+            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scales, 0, col, N_KV, BLOCK_N),
+                                      sl.int8_per_token)
             dsk_q, sdsk = sl.quantize(ds * sq, sl.int8_per_channel)
             dk_acc = sl.qmatmul(dsk_q, sdsk, load_rows(q_q, bh, row, N, BLOCK_M, D), one,
                                 contract=(0, 0), acc=dk_acc)
-            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scales, 0, col, N_KV, BLOCK_N),
-                                      sl.int8_per_token)
             dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale, kt, one, contract=(1, 0))
         else:
             ds_q, sds = sl.quantize(ds, sl.int8_per_block)
