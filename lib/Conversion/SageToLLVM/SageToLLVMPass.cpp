@@ -89,8 +89,11 @@ struct ConvertSageToLLVMPass
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
     std::optional<TargetInfo> gpu = SageDialect::getTarget(module);
-    recordVectorWidths(module,
-                       gpu && gpu->getCapability() >= 90 && ptxVersion >= 81);
+    recordVectorWidths(
+        module,
+        gpu && gpu->hasVectorReductions() &&
+            ptxVersion >=
+                static_cast<int>(TargetInfo::kVectorReductionMinPtxVersion));
 
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);

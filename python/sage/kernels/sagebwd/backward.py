@@ -77,6 +77,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     # This kv head's K scales: one row of k_scale.
     k_scales = slice_of(k_scale, kv, k_scale_row_length(N_KV, BLOCK_N, FINE_SCALES), 1)
     sk = load_scale(k_scales, 0, block, col, N_KV, BLOCK_N, FINE_SCALES)
+    one = sl.full((1, 1), 1.0, sl.float32)  # the unit scale of fine-scale products
     dk_acc = sl.zeros((BLOCK_N, D), sl.float32)
     dv_acc = sl.zeros((BLOCK_N, D), sl.float32)
     start = 0
@@ -112,8 +113,7 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
             # One scale per channel (dO^T's rows: dV's columns), applied
             # after the product and loaded after it too: its 1 x D row then
             # holds no registers while the matmul is in flight.
-            dv_part = sl.qmatmul(p_q, sp, do_t, sl.full((1, 1), 1.0, sl.float32),
-                                 contract=(0, 1))
+            dv_part = sl.qmatmul(p_q, sp, do_t, one, contract=(0, 1))
             dv_acc = dv_acc + dv_part * load_vector(do_scale, bh * nq_blocks + qblock, D)
         else:
             p_q, sp = sl.quantize(p, sl.int8_per_block)
@@ -126,7 +126,6 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
         if FINE_SCALES:
             # dQ's dS^ is quantized first: the D=64 backward uses all 255
             # registers, and in the other order ptxas spills in the loop.
-            one = sl.full((1, 1), 1.0, sl.float32)
             dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scales, 0, col, N_KV, BLOCK_N),
                                       sl.int8_per_token)
             dsk_q, sdsk = sl.quantize(ds * sq, sl.int8_per_channel)

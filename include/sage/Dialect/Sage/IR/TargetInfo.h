@@ -36,6 +36,10 @@ public:
   /// is an sm_90a feature), from PTX ISA kTmaMinPtxVersion on.
   bool hasTma() const { return archSpecific && capability == 90; }
   static constexpr unsigned kTmaMinPtxVersion = 83;
+  /// Vector f32 reductions to global memory (`red.global.add.v2/v4.f32`,
+  /// sm_90 and later), from PTX ISA kVectorReductionMinPtxVersion on.
+  bool hasVectorReductions() const { return capability >= 90; }
+  static constexpr unsigned kVectorReductionMinPtxVersion = 81;
   /// The oldest PTX ISA (times ten) that can target this architecture.
   unsigned getMinPtxVersion() const;
 
