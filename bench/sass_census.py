@@ -600,7 +600,7 @@ def variant_ptx(variant: Variant, library: Any) -> tuple[str, dict[str, Any]]:
     consts = constexprs(variant.kernel, shape, tiles, causal=variant.causal, smooth_k=True,
                         smooth_q=False, fine_scales=True)
     text = sl.trace(KERNELS[variant.kernel], arg_specs(variant.kernel, sl.bfloat16),
-                    consts, arch="sm_90a", num_warps=tiles.warps(variant.kernel))
+                    consts, arch="sm_90a", **tiles.options(variant.kernel))
     return library.compile(text, arch="sm_90a"), consts
 
 

@@ -14,6 +14,16 @@ bool mlir::sage::layout::isValidSwizzle(unsigned swizzleBytes) {
          swizzleBytes == 128;
 }
 
+unsigned mlir::sage::layout::widestSwizzle(int64_t innerBytes,
+                                           int64_t outerRows) {
+  if (outerRows < kAtomRows || outerRows % kAtomRows != 0)
+    return 0;
+  for (unsigned swizzle : {128u, 64u, 32u})
+    if (innerBytes > 0 && innerBytes % swizzle == 0)
+      return swizzle;
+  return 0;
+}
+
 std::string mlir::sage::layout::checkSharedParams(TileShape shape,
                                                   unsigned elementBits,
                                                   unsigned swizzleBytes,

@@ -74,7 +74,8 @@ def test_second_compilation_is_a_cache_hit(cache_dir):
 
 
 @pytest.mark.parametrize("change", [
-    "source", "constexpr", "dtype", "divisibility", "alignment", "num_warps", "target",
+    "source", "constexpr", "dtype", "divisibility", "alignment", "num_warps", "maxnreg",
+    "target",
     "python_sources", "library_version", "environment"])
 def test_every_key_change_is_a_miss(change, monkeypatch):
     base = compile_once()
@@ -92,6 +93,9 @@ def test_every_key_change_is_a_miss(change, monkeypatch):
         changed = compile_once(scale, x[4:], y, 124, 2.0)
     elif change == "num_warps":
         changed = compile_once(num_warps=8)
+    elif change == "maxnreg":
+        changed = compile_once(maxnreg=64)
+        assert ".maxnreg 64" in changed.ptx and ".maxnreg" not in base.ptx
     elif change == "target":
         changed = compile_once(arch="sm_80")
     elif change == "python_sources":

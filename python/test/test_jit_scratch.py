@@ -26,8 +26,8 @@ def compiled(scratch: int | None) -> CompiledKernel:
     a header without the field)."""
     field = "" if scratch is None else f" global_scratch={scratch}"
     ptx = f"// sage.kernel name=k threads=128 shared_memory=0{field}\n.version 8.3\n"
-    return CompiledKernel(name="k", key="0" * 64, arch="sm_90a", num_warps=4, params=(),
-                          arg_keys=KEYS, constexprs={}, stages={"ptx": ptx.encode()},
+    return CompiledKernel(name="k", key="0" * 64, arch="sm_90a", num_warps=4, maxnreg=None,
+                          params=(), arg_keys=KEYS, constexprs={}, stages={"ptx": ptx.encode()},
                           origin="compiled")
 
 
@@ -81,7 +81,7 @@ def torch(monkeypatch) -> FakeTorch:
 def run(kernel: CompiledKernel, grid: tuple, torch: FakeTorch, device: int = 0):
     loaded = FakeLoaded(kernel.signature, torch)
     kernel._loaded[device] = loaded
-    call = BoundCall({}, {}, KEYS, (0x1000, 0x2000, 64), device, 4)
+    call = BoundCall({}, {}, KEYS, (0x1000, 0x2000, 64), device, 4, None)
     launch(kernel, grid, call)
     return loaded, call
 

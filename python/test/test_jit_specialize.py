@@ -65,6 +65,9 @@ def test_hints_reach_the_ir():
     plain = kernel.ir(x[1:], y, 100, 2.0, arch="sm_80", num_warps=8)
     assert "%x: !sage.ptr<f32>," in plain and "%n: i32," in plain
     assert 'sage.target = "sm_80", sage.num_warps = 8' in plain
+    assert "sage.maxnreg" not in plain
+    capped = kernel.ir(x, y, 128, 2.0, arch="sm_90a", maxnreg=128)
+    assert 'sage.target = "sm_90a", sage.num_warps = 4 : i32, sage.maxnreg = 128 : i32' in capped
     assert "arith.constant 64 : i32" in kernel.ir(x, y, 128, 2.0, arch="sm_90a")
     assert "arith.constant 32 : i32" in kernel.ir(x, y, 128, 2.0, BLOCK=32, arch="sm_90a")
 

@@ -242,6 +242,10 @@ def test_argument_specs():
         sl.ArgSpec.scalar(sl.float16)
     with pytest.raises(ValueError, match="num_warps"):
         sl.trace(lambda a: None, [F32], {}, num_warps=3)
+    for maxnreg in (16, 256, 128.0, True):
+        with pytest.raises(ValueError, match=r"maxnreg must be None or an integer from 24 "
+                                             r"to 255, got " + re.escape(repr(maxnreg))):
+            sl.trace(lambda a: None, [F32], {}, maxnreg=maxnreg)
 
 
 def test_interpreter_reports_the_same_errors_and_bad_arguments():

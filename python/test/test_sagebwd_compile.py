@@ -41,6 +41,9 @@ SPILLS_OUTSIDE_LOOPS = {
     # The D=128 forward with Q-smoothing: 255 registers, its K-scale loads
     # issued before the key tile's wait.
     ("sagebwd_forward", 128): lambda flags: flags["smooth_q"],
+    # The D=64 forward is capped at 128 registers without Q-smoothing
+    # (default_tiles): ptxas spills a few prologue values around its loops.
+    ("sagebwd_forward", 64): lambda flags: not flags["smooth_q"],
 }
 
 
@@ -77,14 +80,14 @@ def _ptxas(ptx: str, tmp_path: Path) -> tuple[str, Path]:
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_compiles_without_spills(library, name, d, dtype, tmp_path):
-    tiles = default_tiles(d)
     shape = Shape(2, 4, 2, 1000, 1000, d)
     disassembler = census.find_disassembler()
     for flags in _variants(name):
+        tiles = default_tiles(d, flags.get("smooth_q", False))
         text = sl.trace(KERNELS[name], arg_specs(name, dtype,
                                                  direct_kv=flags.get("direct_kv", False)),
                         constexprs(name, shape, tiles, **flags), arch="sm_90a",
-                        num_warps=tiles.warps(name))
+                        **tiles.options(name))
         ptx = library.compile(text, arch="sm_90a")
         assert f"// sage.kernel name={name} threads={32 * tiles.warps(name)}" in ptx
         if not Path(PTXAS).exists():

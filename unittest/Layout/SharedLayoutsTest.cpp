@@ -79,8 +79,8 @@ TEST(SharedLayouts, MatchTheByteAddressDefinition) {
   }
 }
 
-TEST(SharedLayouts, NoSwizzleIsTodaysChunkMajorCoreMatrices) {
-  // [inner / 16 B][outer][16 B], as sage.make_tensor_map documents.
+TEST(SharedLayouts, NoSwizzleIsChunkMajorCoreMatrices) {
+  // [inner / 16 B][outer][16 B]: 8-row x 16-byte core matrices.
   LinearLayout l = shared({64, 128}, 8, 0);
   for (int32_t r : {0, 1, 7, 8, 63})
     for (int32_t k : {0, 5, 16, 37, 127})
@@ -146,6 +146,23 @@ TEST(SharedLayouts, ParameterChecks) {
   EXPECT_TRUE(isValidSwizzle(0));
   EXPECT_TRUE(isValidSwizzle(64));
   EXPECT_FALSE(isValidSwizzle(16));
+}
+
+TEST(SharedLayouts, WidestSwizzleFitsRowsAndAtoms) {
+  EXPECT_EQ(widestSwizzle(128, 64), 128u); // INT8 D = 128, bf16 D = 64
+  EXPECT_EQ(widestSwizzle(256, 64), 128u); // bf16 D = 128: two slabs
+  EXPECT_EQ(widestSwizzle(64, 64), 64u);   // INT8 D = 64
+  EXPECT_EQ(widestSwizzle(96, 64), 32u);
+  EXPECT_EQ(widestSwizzle(16, 64), 0u); // one chunk per row
+  EXPECT_EQ(widestSwizzle(128, 4), 0u); // half an atom of rows
+  EXPECT_EQ(widestSwizzle(128, 12), 0u);
+  // Whatever it picks, the shared layout accepts.
+  for (int64_t bytes : {32, 64, 128, 256, 512})
+    for (int64_t rows : {8, 16, 64, 256}) {
+      unsigned s = widestSwizzle(bytes, rows);
+      EXPECT_NE(s, 0u);
+      EXPECT_EQ(checkSharedParams({rows, bytes}, 8, s, 1), "");
+    }
 }
 
 TEST(SharedLayouts, DescriptorFields) {

@@ -28,6 +28,11 @@ inline constexpr int64_t kAtomRows = 8;
 /// Whether `swizzleBytes` is 0 (none), 32, 64 or 128.
 bool isValidSwizzle(unsigned swizzleBytes);
 
+/// The widest swizzle (128, 64 or 32 bytes) a tile whose rows span
+/// `innerBytes` and that has `outerRows` rows can take: the widest that
+/// divides `innerBytes`, with whole 8-row atoms; 0 (none) when none fits.
+unsigned widestSwizzle(int64_t innerBytes, int64_t outerRows);
+
 /// Why `shared(...)` would reject these parameters, or empty when valid.
 std::string checkSharedParams(TileShape shape, unsigned elementBits,
                               unsigned swizzleBytes, unsigned innerDim);
@@ -36,15 +41,15 @@ std::string checkSharedParams(TileShape shape, unsigned elementBits,
 /// memory, with dimension `innerDim` contiguous (1: rows of the tile are
 /// contiguous, K-major for an [M, K] or [N, K] operand), offsets in elements:
 ///
-///   swizzleBytes = 0: chunk-major core matrices, [inner / 16 B][outer][16 B]
-///     (what `sage.make_tensor_map` boxes land as today). wgmma reads it
-///     when outer is a multiple of 8 (whole core matrices).
+///   swizzleBytes = 0: chunk-major core matrices, [inner / 16 B][outer][16 B].
+///     wgmma reads it when outer is a multiple of 8 (whole core matrices).
 ///   swizzleBytes = S in {32, 64, 128}: slabs of S bytes of the inner
 ///     dimension, [inner / S][outer][S], each slab one TMA box of the
 ///     matching swizzle mode; inside a slab, row r's chunk c is stored at
 ///     chunk c ^ ((r / (128 / S)) % (S / 16)), i.e. the byte-address bits
 ///     [4, 4 + log2(S/16)) XOR bits [7, 7 + log2(S/16)). For 128 B that is
-///     chunk c ^ (r % 8) within 8-row x 128-byte atoms. Inner extent must be
+///     chunk c ^ (r % 8) within 8-row x 128-byte atoms (what a
+///     `sage.make_tensor_map` box lands as). Inner extent must be
 ///     a multiple of S bytes, outer a multiple of 8, and the buffer aligned
 ///     to 8 * S bytes (the swizzle reads absolute address bits).
 ///

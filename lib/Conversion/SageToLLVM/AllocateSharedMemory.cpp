@@ -4,6 +4,7 @@
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -18,11 +19,10 @@ using namespace mlir::sage;
 namespace {
 
 /// Buffers start at multiples of this (TMA boxes and tensor-map staging
-/// need 128 bytes).
+/// need 128 bytes). A tile with an S-byte swizzle starts at a multiple of
+/// its 8-row atom, 8 * S bytes: the swizzle XORs absolute address bits
+/// [7, 7 + log2(S / 16)) into the chunk bits.
 constexpr int64_t kAlignment = 128;
-/// A 128-byte swizzle reads absolute address bits 7-9: its atoms must sit
-/// at 1024-byte boundaries.
-constexpr int64_t kSwizzle128Alignment = 1024;
 
 /// One thing to place: a local_alloc or an op's scratch.
 struct Buffer {
@@ -65,9 +65,9 @@ struct AllocateSharedMemoryPass
         sagegpu::SharedTileType type = alloc.getResult().getType();
         int64_t alignment = kAlignment;
         if (auto shared = dyn_cast_or_null<sagegpu::SharedEncodingAttr>(
-                type.getEncoding());
-            shared && shared.getSwizzle() == 128)
-          alignment = kSwizzle128Alignment;
+                type.getEncoding()))
+          alignment = std::max<int64_t>(
+              alignment, layout::kAtomRows * int64_t(shared.getSwizzle()));
         int64_t last = span[op].second;
         // A use nested deeper keeps the buffer live across the whole op
         // that holds it in the alloc's block (a loop reuses it each trip).

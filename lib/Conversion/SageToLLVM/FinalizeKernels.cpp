@@ -17,6 +17,7 @@ struct FinalizeKernelsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int32_t warps = SageDialect::getNumWarps(module);
+    std::optional<unsigned> maxnreg = SageDialect::getMaxnreg(module);
     Builder b(&getContext());
     module.walk([&](LLVM::LLVMFuncOp func) {
       if (!func->hasAttr(SageDialect::kKernelAttrName))
@@ -25,11 +26,17 @@ struct FinalizeKernelsPass
                     b.getUnitAttr());
       func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                     b.getDenseI32ArrayAttr({warps * 32, 1, 1}));
-      // With only a thread cap, ptxas aims at several resident programs per
-      // SM and may cap registers (64 at 256 threads) and spill; one program
-      // per SM as the floor lets it use the registers the kernel needs.
-      func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    b.getI32IntegerAttr(1));
+      // A register cap the kernel asked for (sage.maxnreg: more programs
+      // per SM). Otherwise: with only a thread cap, ptxas aims at several
+      // resident programs per SM and may cap registers (64 at 256 threads)
+      // and spill; one program per SM as the floor lets it use the
+      // registers the kernel needs.
+      if (maxnreg)
+        func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+                      b.getI32IntegerAttr(*maxnreg));
+      else
+        func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      b.getI32IntegerAttr(1));
     });
   }
 };

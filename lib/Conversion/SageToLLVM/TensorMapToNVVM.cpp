@@ -4,11 +4,12 @@
 // tensormap.replace (warp 0; lane 0 writes the fields), then publishes it to
 // the program's global slot with tensormap.cp_fenceproxy: the copy engine
 // reads maps only from global, constant or parameter memory. The view is
-// described as a 3-D tensor of bytes {16, outer, inner / 16}, whose box lands
-// chunk-major in shared memory (see sage.make_tensor_map).
+// described as a 2-D tensor of bytes {inner bytes, outer} with the map's
+// swizzle mode and a box one swizzle wide (see sage.make_tensor_map).
 //
-// sagegpu.tma_load asks the copy engine for a box (thread 0 arms the
-// mbarrier with its bytes and issues it); the mbarrier ops wrap PTX's.
+// sagegpu.tma_load asks the copy engine for the tile, one box per swizzle-
+// wide slab of its inner dimension (thread 0 arms the mbarrier with the
+// tile's bytes and issues them); the mbarrier ops wrap PTX's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -25,8 +27,6 @@
 
 using namespace mlir;
 using namespace mlir::sage;
-
-static constexpr int64_t kChunkBytes = MakeTensorMapOp::kChunkBytes;
 
 namespace {
 
@@ -75,26 +75,19 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
                                     ValueRange{offset});
     Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, map);
 
-    // The view as bytes: {16, outer rows, inner chunks}.
+    // The view as bytes: {inner bytes, outer rows}; a box is one swizzle
+    // width of `box[outer]` rows.
     int64_t inner = op.getInner(), outer = 1 - inner;
     int64_t elemBytes =
         op.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
-    auto chunks = [&](Value elements) {
-      return arith::DivUIOp::create(
-          rw, loc,
-          arith::MulIOp::create(rw, loc, elements, i64Const(elemBytes)),
-          i64Const(kChunkBytes));
-    };
-    std::array<Value, 3> globalDims = {
-        c.constant(kChunkBytes), toI32(adaptor.getBounds()[outer]),
-        toI32(chunks(adaptor.getBounds()[inner]))};
-    std::array<Value, 3> boxDims = {
-        c.constant(kChunkBytes), c.constant(op.getBox()[outer]),
-        c.constant(op.getBox()[inner] * elemBytes / kChunkBytes)};
-    std::array<Value, 2> strides = {
-        arith::MulIOp::create(rw, loc, adaptor.getStrides()[outer],
-                              i64Const(elemBytes)),
-        i64Const(kChunkBytes)};
+    std::array<Value, 2> globalDims = {
+        toI32(arith::MulIOp::create(rw, loc, adaptor.getBounds()[inner],
+                                    i64Const(elemBytes))),
+        toI32(adaptor.getBounds()[outer])};
+    std::array<Value, 2> boxDims = {c.constant(op.getSwizzle()),
+                                    c.constant(op.getBox()[outer])};
+    Value rowStride = arith::MulIOp::create(
+        rw, loc, adaptor.getStrides()[outer], i64Const(elemBytes));
 
     // Warp 0 zeroes the staging bytes, lane 0 fills in every field.
     Value staging = sharedAddress(rw, loc, c.constant(getScratchOffset(op)));
@@ -122,25 +115,26 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     };
     field("global_address", std::nullopt,
           LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getPtr()), "l");
-    // rank holds the rank minus one; the layout fields are 0: bytes (U8), no
-    // interleave, no swizzle, zero fill.
-    for (auto [name, value] : {std::pair<StringRef, int>{"rank", 2},
+    // rank holds the rank minus one; bytes (U8), no interleave, the map's
+    // swizzle, zero fill.
+    int swizzleMode = int(layout::getTmaSwizzleMode(op.getSwizzle()));
+    for (auto [name, value] : {std::pair<StringRef, int>{"rank", 1},
                                {"elemtype", 0},
                                {"interleave_layout", 0},
-                               {"swizzle_mode", 0},
+                               {"swizzle_mode", swizzleMode},
                                {"fill_mode", 0}})
       inlinePtx(rw, loc, Type(), {staging, lane0},
                 ("@$1 tensormap.replace.tile." + name +
                  ".shared::cta.b1024.b32 [$0], " + Twine(value) + ";")
                     .str(),
                 "r,b");
-    for (int64_t d = 0; d < 3; ++d) {
+    for (int64_t d = 0; d < 2; ++d) {
       field("box_dim", d, boxDims[d], "r");
       field("global_dim", d, globalDims[d], "r");
       field("element_stride", d, c.constant(1), "r");
     }
-    for (int64_t d = 0; d < 2; ++d)
-      field("global_stride", d, strides[d], "l");
+    // Dimension 0's stride is implied (one byte); field 0 is dimension 1's.
+    field("global_stride", 0, rowStride, "l");
     inlinePtx(rw, loc, Type(), {}, "bar.warp.sync -1;", "");
     inlinePtx(rw, loc, Type(), {mapAddress, staging, warp0},
               "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::"
@@ -199,20 +193,33 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
     inlinePtx(rw, loc, Type(), {bar, c.constant(type.getSizeInBytes()), first},
               "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
               "r,r,b");
-    Value chunk = arith::DivUIOp::create(
-        rw, loc,
+    // One box per slab: slab s is `outer` rows of `swizzle` bytes at byte
+    // s * outer * swizzle of the tile, from byte inner * elemBytes + s *
+    // swizzle of the rows.
+    auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
+    int64_t swizzle = encoding.getSwizzle();
+    unsigned innerDim = encoding.getInner();
+    int64_t rows = type.getShape()[1 - innerDim];
+    int64_t slabs = type.getShape()[innerDim] * elemBytes / swizzle;
+    Value innerByte = arith::TruncIOp::create(
+        rw, loc, i32,
         arith::MulIOp::create(rw, loc, adaptor.getInner(),
                               arith::ConstantOp::create(
-                                  rw, loc, rw.getI64IntegerAttr(elemBytes))),
-        arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(kChunkBytes)));
+                                  rw, loc, rw.getI64IntegerAttr(elemBytes))));
+    Value outerRow = arith::TruncIOp::create(rw, loc, i32, adaptor.getOuter());
+    Value dest = addressOf(rw, loc, adaptor.getDest());
     Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getMap());
-    inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getDest()), mapAddress, c.constant(0),
-               arith::TruncIOp::create(rw, loc, i32, adaptor.getOuter()),
-               arith::TruncIOp::create(rw, loc, i32, chunk), bar, first},
-              "@$6 cp.async.bulk.tensor.3d.shared::cluster.global.tile."
-              "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
-              "r,l,r,r,r,r,b");
+    for (int64_t slab = 0; slab < slabs; ++slab)
+      inlinePtx(rw, loc, Type(),
+                {arith::AddIOp::create(rw, loc, dest,
+                                       c.constant(slab * rows * swizzle)),
+                 mapAddress,
+                 arith::AddIOp::create(rw, loc, innerByte,
+                                       c.constant(slab * swizzle)),
+                 outerRow, bar, first},
+                "@$5 cp.async.bulk.tensor.2d.shared::cluster.global.tile."
+                "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+                "r,l,r,r,r,b");
     rw.eraseOp(op);
     return success();
   }

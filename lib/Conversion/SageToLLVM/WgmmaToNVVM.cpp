@@ -4,9 +4,9 @@
 // block a warpgroup owns in the accumulator layout (its N / 2 slots per
 // block are the instruction's registers, in order) and per 32 bytes of K.
 // B, and A unless it is in registers, are read through matrix descriptors
-// of their shared tiles; a register A (`#sagegpu.dot_op`) is packed into
-// the instruction's four 32-bit words per K step from its slots. The dot
-// ends at wgmma's commit_group: its result is in flight until the
+// of their K-major shared tiles (any swizzle); a register A (`#sagegpu.dot_op`)
+// is packed into the instruction's four 32-bit words per K step from its slots.
+// The dot ends at wgmma's commit_group: its result is in flight until the
 // sagegpu.dot_wait that completes it (wait_group, its registers tied).
 //
 //===----------------------------------------------------------------------===//
@@ -155,7 +155,7 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       groupRows.push_back(basis.row >= 64 ? basis.row : 0);
 
     auto descriptors = [&](Value tile, ValueRange converted, unsigned contract,
-                           int64_t rows) -> FailureOr<DescriptorBuilder> {
+                           int64_t rows) {
       auto type = cast<sagegpu::SharedTileType>(tile.getType());
       DescriptorBuilder d(
           c, {SharedTileAccess(type, converted.front()), contract});
@@ -164,27 +164,22 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       unsigned swizzle = encoding.getSwizzle();
       layout::WgmmaStrides strides =
           layout::getWgmmaKMajorStrides({rows, shape->k}, bits, swizzle);
-      int32_t chunkElems = int32_t(layout::kChunkBytes * 8 / bits);
-      if (swizzle != 0 || d.tile.byteOffset(8, 0) != strides.strideByteOffset ||
-          d.tile.byteOffset(0, chunkElems) != strides.leadingByteOffset)
-        return op.emitOpError("wgmma reads shared operands in the unswizzled "
-                              "K-major core-matrix layout (swizzle = 0, "
-                              "inner = the contracted dimension)");
+      // The verifier makes the operand K-major; its encoding's layout
+      // (layout::shared) is what the descriptor describes: 8-row groups SBO
+      // apart and, without a swizzle, K-adjacent core matrices LBO apart.
+      // K steps move the start address (inside a swizzled slab the hardware
+      // applies the swizzle to the address bits, the tile being aligned to
+      // its atoms).
       d.fields = int64_t(layout::encodeWgmmaDescriptor(
           0, strides.leadingByteOffset, strides.strideByteOffset, swizzle));
       return d;
     };
-    FailureOr<DescriptorBuilder> descB = descriptors(
-        op.getRhs(), adaptor.getRhs(), op.getRhsContractDim(), shape->n);
-    if (failed(descB))
-      return failure();
+    DescriptorBuilder descB = descriptors(op.getRhs(), adaptor.getRhs(),
+                                          op.getRhsContractDim(), shape->n);
     std::optional<DescriptorBuilder> descA;
     if (kind == MmaKind::Wgmma) {
-      FailureOr<DescriptorBuilder> a = descriptors(
-          op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(), shape->m);
-      if (failed(a))
-        return failure();
-      descA = *a;
+      descA = descriptors(op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(),
+                          shape->m);
       SmallVector<layout::Coord> warp;
       for (int32_t row : groupRows)
         warp.push_back(descA->tile.at(row, 0));
@@ -224,7 +219,7 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
     for (auto [blk, row] : llvm::enumerate(blockRows)) {
       for (int64_t ks = 0; ks < steps; ++ks) {
         int32_t k0 = int32_t(ks) * stepElems;
-        Value b = descB->at(0, k0);
+        Value b = descB.at(0, k0);
         if (kind == MmaKind::WgmmaRegA) {
           accs[blk] = emitWgmmaRegA(rw, loc, n, elemType, accs[blk],
                                     aWords[blk * steps + ks], b);

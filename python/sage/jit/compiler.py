@@ -8,7 +8,7 @@ The disk-cache key is a SHA-256 over:
   ``sage.jit``, ``sage.language`` and ``sage.runtime``;
 - the traced IR text, which holds the kernel's body, its specialisation
   (argument types, alignment/divisibility promises, constexpr values), the
-  target and the warps (or the text of an override file);
+  target, the warps and the register cap (or the text of an override file);
 - the options (arch, warps, PTX ISA version, cubin or not) and the ptxas
   version when a cubin is made;
 - every set environment knob that changes compiled output
@@ -100,6 +100,7 @@ class CompiledKernel:
     key: str
     arch: str
     num_warps: int
+    maxnreg: int | None
     params: tuple[Param, ...]
     arg_keys: tuple[ArgKey, ...]
     constexprs: dict[str, Any]
@@ -215,21 +216,25 @@ def compile_ir(ir: str, name: str, arch: str, num_warps: int,
 
 
 def trace_specialization(fn: Callable, name: str, arg_keys: tuple[ArgKey, ...],
-                         constexprs: dict[str, Any], arch: str, num_warps: int) -> str:
+                         constexprs: dict[str, Any], arch: str, num_warps: int,
+                         maxnreg: int | None = None) -> str:
     """The sage IR of one specialisation of ``fn`` (no compilation)."""
     import sage.language as sl
 
     return sl.trace(fn, arg_specs(arg_keys), constexprs, name=name, arch=arch,
-                    num_warps=num_warps)
+                    num_warps=num_warps, maxnreg=maxnreg)
 
 
 def compile_specialization(fn: Callable, name: str, params: tuple[Param, ...],
                            arg_keys: tuple[ArgKey, ...], constexprs: dict[str, Any],
-                           arch: str, num_warps: int) -> CompiledKernel:
-    """Traces ``fn`` for one specialisation and compiles it."""
-    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, num_warps)
+                           arch: str, num_warps: int,
+                           maxnreg: int | None = None) -> CompiledKernel:
+    """Traces ``fn`` for one specialisation and compiles it (the register
+    cap ``maxnreg``, like the warps, is recorded in the traced IR)."""
+    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, num_warps, maxnreg)
 
     def make(**products: Any) -> CompiledKernel:
-        return CompiledKernel(name=name, arch=arch, num_warps=num_warps, params=params,
+        return CompiledKernel(name=name, arch=arch, num_warps=num_warps, maxnreg=maxnreg,
+                              params=params,
                               arg_keys=arg_keys, constexprs=dict(constexprs), **products)
     return compile_ir(ir, name, arch, num_warps, make)

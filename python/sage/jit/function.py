@@ -35,13 +35,15 @@ def device_arch(device: int) -> str:
 class BoundCall:
     """One call's arguments, split and keyed (see :meth:`JITFunction.bind`)."""
 
-    __slots__ = ("values", "constexprs", "keys", "launch_args", "device", "num_warps")
+    __slots__ = ("values", "constexprs", "keys", "launch_args", "device", "num_warps",
+                 "maxnreg")
 
     def __init__(self, values: dict[str, Any], constexprs: dict[str, Any],
                  keys: tuple[ArgKey, ...], launch_args: tuple, device: int | None,
-                 num_warps: int):
+                 num_warps: int, maxnreg: int | None):
         self.values, self.constexprs, self.keys = values, constexprs, keys
         self.launch_args, self.device, self.num_warps = launch_args, device, num_warps
+        self.maxnreg = maxnreg
 
 
 class JITFunction:
@@ -70,14 +72,15 @@ class JITFunction:
     # -- binding arguments ---------------------------------------------------
 
     def split(self, args: tuple, kwargs: dict[str, Any]
-              ) -> tuple[dict[str, Any], dict[str, Any], int]:
-        """(every argument by name, the constexprs, num_warps) of a call;
-        defaults fill what is not given.
+              ) -> tuple[dict[str, Any], dict[str, Any], int, int | None]:
+        """(every argument by name, the constexprs, num_warps, maxnreg) of a
+        call; defaults fill what is not given.
 
         Raises:
             ArgumentError: for too many, unknown, repeated or missing arguments.
         """
         num_warps = kwargs.pop("num_warps", DEFAULT_NUM_WARPS)
+        maxnreg = kwargs.pop("maxnreg", None)
         if len(args) > len(self.params):
             raise ArgumentError(f"{self.name} takes {len(self.params)} arguments, got "
                                 f"{len(args)}")
@@ -95,7 +98,7 @@ class JITFunction:
                         raise ArgumentError(f"{self.name}: missing argument {param.name}")
                     values[param.name] = param.default
         constexprs = {name: values[name] for name in self._constexpr_names}
-        return values, constexprs, num_warps
+        return values, constexprs, num_warps, maxnreg
 
     def bind(self, args: tuple, kwargs: dict[str, Any], *, check_device: bool = True
              ) -> BoundCall:
@@ -105,7 +108,7 @@ class JITFunction:
         Raises:
             ArgumentError: naming the argument that does not fit.
         """
-        values, constexprs, num_warps = self.split(args, kwargs)
+        values, constexprs, num_warps, maxnreg = self.split(args, kwargs)
         keys, launch_args = [], []
         device = None  # the first pointer's device; every other must match
         for param in self.runtime_params:
@@ -130,16 +133,17 @@ class JITFunction:
         if check_device and device is None:
             device = current_device()
         return BoundCall(values, constexprs, tuple(keys), tuple(launch_args), device,
-                         num_warps)
+                         num_warps, maxnreg)
 
     # -- compiling -------------------------------------------------------------
 
     def _compiled(self, call: BoundCall, arch: str) -> CompiledKernel:
-        key = (call.keys, tuple(call.constexprs.items()), call.num_warps, arch)
+        key = (call.keys, tuple(call.constexprs.items()), call.num_warps, call.maxnreg, arch)
         kernel = None if knobs.always_compile.get() else self._kernels.get(key)
         if kernel is None:
             kernel = compile_specialization(self.fn, self.name, self.params, call.keys,
-                                            call.constexprs, arch, call.num_warps)
+                                            call.constexprs, arch, call.num_warps,
+                                            call.maxnreg)
             self._kernels[key] = kernel
         return kernel
 
@@ -158,12 +162,13 @@ class JITFunction:
         only, not compiled); ``arch`` as in :meth:`compile`."""
         call = self.bind(args, dict(kwargs), check_device=arch is None)
         return trace_specialization(self.fn, self.name, call.keys, call.constexprs,
-                                    arch or device_arch(call.device), call.num_warps)
+                                    arch or device_arch(call.device), call.num_warps,
+                                    call.maxnreg)
 
     # -- launching -------------------------------------------------------------
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
-        """``kernel[grid](*args, num_warps=4, **constexprs)``."""
+        """``kernel[grid](*args, num_warps=4, maxnreg=None, **constexprs)``."""
         if type(grid) is tuple and 1 <= len(grid) < 3:  # padded once, not per launch
             grid = grid + (1,) * (3 - len(grid))
         return functools.partial(self.run, grid)
@@ -183,7 +188,7 @@ class JITFunction:
         (what :meth:`run` does under ``SAGE_INTERPRET=1``): numpy arrays,
         ``sl.Buffer`` or torch tensors, written in place."""
         from sage.jit.interpret import interpret
-        values, constexprs, _ = self.split(args, dict(kwargs))
+        values, constexprs, _, _ = self.split(args, dict(kwargs))
         interpret(self.fn, self.runtime_params, grid_dims(grid, values), values, constexprs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -226,10 +231,12 @@ class SpecializedKernel:
                 raise ArgumentError(f"{name}: argument {param.name} does not match the "
                                     f"compiled specialisation: {describe(want)} expected, "
                                     f"got {describe(got)}")
-        if call.constexprs != kernel.constexprs or call.num_warps != kernel.num_warps:
-            raise ArgumentError(f"{name}: compiled for constexprs {kernel.constexprs} and "
-                                f"num_warps={kernel.num_warps}, called with "
-                                f"{call.constexprs} and num_warps={call.num_warps}")
+        if (call.constexprs != kernel.constexprs or call.num_warps != kernel.num_warps
+                or call.maxnreg != kernel.maxnreg):
+            raise ArgumentError(f"{name}: compiled for constexprs {kernel.constexprs}, "
+                                f"num_warps={kernel.num_warps} and maxnreg={kernel.maxnreg}, "
+                                f"called with {call.constexprs}, num_warps={call.num_warps} "
+                                f"and maxnreg={call.maxnreg}")
         if device_arch(call.device) != kernel.arch:
             raise ArgumentError(f"{name}: compiled for {kernel.arch}, device "
                                 f"cuda:{call.device} is {device_arch(call.device)}")

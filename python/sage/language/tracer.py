@@ -17,6 +17,18 @@ ALIGNMENT_ATTR = "sage.alignment"
 DIVISIBILITY_ATTR = "sage.divisibility"
 
 
+#: The range of ``maxnreg`` (PTX ``.maxnreg``; the dialect's ``sage.maxnreg``).
+MAXNREG_RANGE = (24, 255)
+
+
+def check_maxnreg(maxnreg: int | None) -> None:
+    """Raises ValueError unless ``maxnreg`` is None or an int in :data:`MAXNREG_RANGE`."""
+    low, high = MAXNREG_RANGE
+    if maxnreg is not None and (type(maxnreg) is not int or not low <= maxnreg <= high):
+        raise ValueError(f"maxnreg must be None or an integer from {low} to {high}, "
+                         f"got {maxnreg!r}")
+
+
 def _symbol(name: str) -> str:
     return f"@{name}" if re.fullmatch(r"[A-Za-z_][\w$.]*", name) else f'@"{name}"'
 
@@ -32,21 +44,25 @@ def _parameter(name: str, spec: ArgSpec) -> str:
 
 
 def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
-          *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4) -> str:
+          *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4,
+          maxnreg: int | None = None) -> str:
     """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
 
     ``arg_specs`` describe the non-constexpr parameters in order. The text is
     deterministic (same inputs, same bytes) and every op carries the
-    location of the kernel line that produced it.
+    location of the kernel line that produced it. ``maxnreg`` caps the
+    registers per thread (``sage.maxnreg``: more programs per SM, spills
+    where the kernel needs more); None lets ptxas take what it needs.
 
     Raises:
         CompilationError: the kernel is invalid (message starts with file:line).
-        ValueError: ``arch`` or ``num_warps`` is not supported.
+        ValueError: ``arch``, ``num_warps`` or ``maxnreg`` is not supported.
     """
     if arch not in TARGETS:
         raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
     if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16):
         raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps!r}")
+    check_maxnreg(maxnreg)
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(arg_specs), "argument specs")
     constants = constexpr_values(fn, signature, constexprs)
@@ -60,7 +76,9 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     with using_backend(builder):
         run_kernel(fn, signature, arguments, constants)
     body = "".join(f"    {line}\n" for line in builder.body_lines())
-    return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32}} {{\n'
+    cap = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"
+    return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32'
+            f"{cap}}} {{\n"
             f"  func.func {_symbol(name or fn.__name__)}({', '.join(params)}) "
             f"attributes {{sage.kernel}} {{\n"
             f"{body}"

@@ -123,7 +123,7 @@ def test_half_matmul_matches_float64(load_kernel, record, m, n, form):
 # Each way sagegpu-promote-operands can bring the operands to shared memory, and
 # the instruction that shows it was taken.
 COPY_PATHS = {
-    "tma-sm_90a": ("sm_90a", None, "cp.async.bulk.tensor.3d"),
+    "tma-sm_90a": ("sm_90a", None, "cp.async.bulk.tensor.2d"),
     "cp_async-sm_90a-ptx80": ("sm_90a", 80, "cp.async.cg.shared.global"),
     "cp_async-sm_80": ("sm_80", None, "cp.async.cg.shared.global"),
 }

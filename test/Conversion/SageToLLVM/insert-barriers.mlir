@@ -4,7 +4,7 @@
 // RUN: sage-opt %s --split-input-file --sagegpu-insert-barriers | FileCheck %s
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
-#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#shared = #sagegpu.shared<swizzle = 128, bits = 8>
 #mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
 #wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {

@@ -26,16 +26,3 @@ func.func @no_scratch(%a: tensor<64x64xf32, #mma>) -> tensor<64x64xf32, #blocked
 }
 }
 
-// -----
-
-#swizzled = #sagegpu.shared<swizzle = 128, bits = 8>
-#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
-module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
-func.func @swizzled(%a: !sagegpu.smem<64x128xi8, #swizzled>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
-  // expected-error @+2 {{wgmma reads shared operands in the unswizzled K-major core-matrix layout (swizzle = 0, inner = the contracted dimension)}}
-  // expected-error @+1 {{failed to legalize operation 'sagegpu.dot'}}
-  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #swizzled>, !sagegpu.smem<64x128xi8, #swizzled> -> tensor<64x64xi32, #wgmma>
-  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
-  return %w : tensor<64x64xi32, #wgmma>
-}
-}

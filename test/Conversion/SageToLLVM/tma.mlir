@@ -8,20 +8,29 @@
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #mma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
-#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#shared = #sagegpu.shared<swizzle = 128, bits = 8>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk
 // CHECK-SAME: %[[SCRATCH:[a-z0-9]+]]: !llvm.ptr<1>)
+// The boxes' wgmma descriptors: the 128-byte swizzle (mode 1 << 62), stride
+// offset (8-row groups) 8 x 128 B = 1024 B (64 << 32), leading offset unused
+// (1 << 16).
+// CHECK: %[[DESC:.*]] = arith.constant 4611686293305360384 : i64
 // The slot: scratch + (program * 2 maps + 1) * 128 for the map of %b.
 // CHECK: nvvm.read.ptx.sreg.ctaid.z
 // CHECK: %[[MAP_B:.*]] = llvm.getelementptr %[[SCRATCH]]
 // CHECK: "@$1 st.shared.b32 [$0], 0;"
 // CHECK: "bar.warp.sync -1;"
 // CHECK: "@$2 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [$0], $1;"
-// CHECK: "@$1 tensormap.replace.tile.rank.shared::cta.b1024.b32 [$0], 2;"
-// CHECK: "@$1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [$0], 0;"
-// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 2, $1;"
-// CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 1, $1;"
+// The view is 2-D bytes (rank field: rank - 1) in the 128-byte swizzle mode
+// (3); a box is 128 bytes by 64 rows; dimension 1's stride is the rows'.
+// CHECK: "@$1 tensormap.replace.tile.rank.shared::cta.b1024.b32 [$0], 1;"
+// CHECK: "@$1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [$0], 3;"
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 0, $1;", "r,r,b" %{{.*}}, %c128_i32,
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 1, $1;", "r,r,b" %{{.*}}, %c64_i32,
+// CHECK-NOT: box_dim
+// CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 0, $1;"
+// CHECK-NOT: global_stride
 // CHECK: "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;"
 // CHECK: "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"
 // Both maps are warp 0's alone: no barrier between them.
@@ -33,17 +42,20 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // Nothing else uses the box's bytes: no barrier first.
 // CHECK-NOT: nvvm.barrier0
 // CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
-// CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];
+// One box per 128-byte slab: one for a 64 x 128 INT8 tile.
+// CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];
+// CHECK-NOT: cp.async.bulk.tensor
 // Thread 0 sets up the second mbarrier right after the first.
 // CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.init
-// CHECK: cp.async.bulk.tensor.3d
+// CHECK: cp.async.bulk.tensor.2d
 // Every thread passes both initialisations before waiting.
 // CHECK: nvvm.barrier0
 // CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
 // CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
+// CHECK: arith.ori %{{.*}}, %[[DESC]] : i64
 // CHECK-COUNT-4: nvvm.wgmma.mma_async
 // Every thread is done waiting before thread 0 releases the mbarriers.
 // CHECK: nvvm.barrier0
@@ -55,8 +67,8 @@ func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi3
     attributes {sage.global_scratch = 256 : i64} {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
-  %mb = sage.make_tensor_map %b strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 scratch %scratch[1] : !sage.ptr<i8>, !sage.ptr<i8>
-  %ma = sage.make_tensor_map %a strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  %mb = sage.make_tensor_map %b strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 swizzle 128 scratch %scratch[1] : !sage.ptr<i8>, !sage.ptr<i8>
+  %ma = sage.make_tensor_map %a strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 swizzle 128 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
   %row = sage.program_id 0
   %r = arith.extsi %row : i32 to i64
   %at = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
@@ -74,6 +86,20 @@ func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi3
   sagegpu.mbarrier_inval %abar : !sagegpu.smem<1xi64>
   sagegpu.mbarrier_inval %bbar : !sagegpu.smem<1xi64>
   %w = sagegpu.dot_wait %p {pendings = 0 : i32} : tensor<64x64xi32, #mma>
+  return %w : tensor<64x64xi32, #mma>
+}
+
+// The unswizzled layout (chunk-major core matrices) has its own descriptor:
+// leading offset (K-adjacent core matrices) 64 rows x 16 B = 1024 B
+// (64 << 16), stride offset (8-row groups) 128 B (8 << 32), no swizzle.
+// CHECK-LABEL: func.func @unswizzled
+// CHECK: arith.constant 34363932672 : i64
+// CHECK-COUNT-4: nvvm.wgmma.mma_async
+func.func @unswizzled(%a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>>,
+                      %z: tensor<64x64xi32, #mma>)
+    -> tensor<64x64xi32, #mma> {
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>>, !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>> -> tensor<64x64xi32, #mma>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #mma>
   return %w : tensor<64x64xi32, #mma>
 }
 }

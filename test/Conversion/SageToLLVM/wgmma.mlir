@@ -1,6 +1,6 @@
-// sagegpu.dot on wgmma (sm_90a): shared operands in the unswizzled K-major
-// core-matrix layout (16 bytes of K of every row together, where a TMA box
-// lands) are read through matrix descriptors; the barrier after the
+// sagegpu.dot on wgmma (sm_90a): K-major shared operands stored from
+// registers (unswizzled: 16 bytes of K of every row together) are read
+// through matrix descriptors (tma.mlir has a swizzled one); the barrier after the
 // generic-proxy stores fences them for the async proxy. The dot ends at
 // commit_group: its registers are in flight until the sagegpu.dot_wait that
 // promote-operands puts at the result's first use, inline PTX tying every

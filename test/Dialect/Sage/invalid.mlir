@@ -53,6 +53,21 @@ module attributes {sage.num_warps = 3 : i32} {}
 
 // -----
 
+// expected-error @+1 {{'sage.maxnreg' applies to modules only}}
+func.func @k() attributes {sage.maxnreg = 128 : i32} { return }
+
+// -----
+
+// expected-error @+1 {{'sage.maxnreg' must be an integer from 24 to 255}}
+module attributes {sage.maxnreg = 256 : i32} {}
+
+// -----
+
+// expected-error @+1 {{'sage.maxnreg' must be an integer from 24 to 255}}
+module attributes {sage.maxnreg = 16 : i32} {}
+
+// -----
+
 // expected-error @+1 {{unknown sage attribute 'sage.warps'}}
 module attributes {sage.warps = 4 : i32} {}
 
@@ -552,7 +567,7 @@ func.func @f(%s: !sage.ptr<i8>, %p: !sage.ptr<f16>) attributes {sage.global_scra
 func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c1 = arith.constant 1 : i64
   // expected-error @+1 {{stride of the inner dimension 1 must be the constant 1}}
-  %m = sage.make_tensor_map %p strides [%n, %n] bounds [%n, %n] box [64, 64] inner 1 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  %m = sage.make_tensor_map %p strides [%n, %n] bounds [%n, %n] box [64, 64] inner 1 swizzle 64 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
 
@@ -560,8 +575,26 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.glo
 
 func.func @f(%p: !sage.ptr<f16>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c1 = arith.constant 1 : i64
-  // expected-error @+1 {{box 64x4 of 'f16' must span whole 16-byte chunks (at most 256) of the inner dimension and 1 to 256 rows}}
-  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 4] inner 1 scratch %s[0] : !sage.ptr<f16>, !sage.ptr<i8>
+  // expected-error @+1 {{box 64x32 of 'f16' with swizzle 128 must span whole swizzle widths (32, 64 or 128 bytes) of the inner dimension and a multiple of 8 rows, 8 to 256}}
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 32] inner 1 swizzle 128 scratch %s[0] : !sage.ptr<f16>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{box 4x64 of 'i8' with swizzle 64 must span whole swizzle widths (32, 64 or 128 bytes) of the inner dimension and a multiple of 8 rows, 8 to 256}}
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [4, 64] inner 1 swizzle 64 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{box 64x64 of 'i8' with swizzle 0 must span whole swizzle widths}}
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 swizzle 0 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
 
@@ -570,7 +603,7 @@ func.func @f(%p: !sage.ptr<f16>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.gl
 func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c1 = arith.constant 1 : i64
   // expected-error @+1 {{slot 1 lies outside the function's 'sage.global_scratch'}}
-  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 scratch %s[1] : !sage.ptr<i8>, !sage.ptr<i8>
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 swizzle 64 scratch %s[1] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
 

@@ -122,6 +122,29 @@ func.func @f(%a: !sagegpu.smem<64x32xi8, #sagegpu.shared<swizzle = 128, bits = 8
 
 // -----
 
+// TMA lands boxes swizzled: an unswizzled tile cannot be its destination.
+func.func @f(%map: !sage.tensor_map, %i: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>) {
+  // expected-error @+1 {{copies into a swizzled #sagegpu.shared tile, not '!sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>'}}
+  sagegpu.tma_load %map[%i, %i], %bar into %a : !sagegpu.smem<1xi64>, !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>
+  return
+}
+
+// -----
+
+// The map's box, inner dimension and swizzle are the destination's.
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 64, bits = 8>>, %s: !sage.ptr<i8>)
+    attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 128] inner 1 swizzle 128 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  // expected-error @+1 {{the map's box [64, 128] of 'i8' (inner 1, swizzle 128) does not land as '!sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 64, bits = 8>>'}}
+  sagegpu.tma_load %m[%n, %n], %bar into %a : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 64, bits = 8>>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{a shared buffer without encoding holds mbarriers: rank 1 and i64}}
 func.func @f(%a: !sagegpu.smem<2xi32>) { return }
 

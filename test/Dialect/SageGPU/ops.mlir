@@ -106,7 +106,7 @@ func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bit
 // CHECK: sagegpu.local_load %[[A]] : !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x128xi8, #[[$BLOCKED]]>
 // CHECK: sagegpu.local_store %{{.*}}, %[[A]] : tensor<64x128xi8, #[[$BLOCKED]]> -> !sagegpu.smem<64x128xi8, #{{.*}}>
 // CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #[[$BLOCKED]]> -> tensor<1x64xf32, #[[$BLOCKED]]>
-#kmajor = #sagegpu.shared<swizzle = 0, bits = 8>
+#kmajor = #sagegpu.shared<swizzle = 128, bits = 8>
 func.func @shared_memory(%t: tensor<64x128xi8, #blocked>, %p: !sage.ptr<i8>, %i: i64,
                          %map: !sage.tensor_map, %z: tensor<64x64xi32, #mma>,
                          %s: tensor<64x1xf32, #blocked>) {

@@ -3,6 +3,9 @@
 // a sagegpu.dot, and the scales ordinary tile ops.
 // RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands | FileCheck %s
 
+// Operand tiles that threads fill are K-major and unswizzled.
+// CHECK: #shared = #sagegpu.shared<swizzle = 0, bits = 8>
+// CHECK-NEXT: #shared1 = #sagegpu.shared<swizzle = 0, bits = 16>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // The cp.async copy is issued where the load was; its wait and the dot
 // come at the matmul. The wgmma is waited for where the result is first
@@ -204,16 +207,20 @@ func.func @no_target(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64, %s:
 // the copy engine: each gets a tensor map in its own slot of the global
 // scratch that a new last argument points at, built where the view is known
 // (here before the loop, whose iterations only move the offsets), and an
-// mbarrier the threads wait on before the dot.
+// mbarrier the threads wait on before the dot. Its tile takes the widest
+// swizzle its rows allow (128 bytes of INT8 K); the cp.async tiles stay
+// unswizzled.
+// TMA: #shared = #sagegpu.shared<swizzle = 128, bits = 8>
+// TMA-NEXT: #shared1 = #sagegpu.shared<swizzle = 0, bits = 8>
 // RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands | FileCheck %s --check-prefix=TMA
 // RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --sagegpu-promote-operands=ptx-version=80 | FileCheck %s --check-prefix=PTX80
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-LABEL: func.func @kernel
 // TMA-SAME: %[[N:.*]]: i64 {sage.divisibility = 16 : i64}, %[[S:.*]]: tensor<1x1xf32, {{.*}}>, %[[SCRATCH:.*]]: !sage.ptr<i8>)
 // TMA-SAME: sage.global_scratch = 256
-// TMA: %[[M1:.*]] = sage.make_tensor_map %{{.*}} strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] box [64, 128] inner 1 scratch %[[SCRATCH]][1]
+// TMA: %[[M1:.*]] = sage.make_tensor_map %{{.*}} strides[%{{.*}}, %{{.*}}] bounds[%{{.*}}, %{{.*}}] box [64, 128] inner 1 swizzle 128 scratch %[[SCRATCH]][1]
 // TMA: scf.for
-// TMA: %[[M0:.*]] = sage.make_tensor_map %{{.*}} box [64, 128] inner 1 scratch %[[SCRATCH]][0]
+// TMA: %[[M0:.*]] = sage.make_tensor_map %{{.*}} box [64, 128] inner 1 swizzle 128 scratch %[[SCRATCH]][0]
 // TMA: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
 // TMA-NEXT: %[[BAR:.*]] = sagegpu.local_alloc !sagegpu.smem<1xi64>
 // TMA-NEXT: sagegpu.mbarrier_init %[[BAR]], 1
@@ -224,9 +231,8 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.dot_wait %[[P]]
 // The mbarrier is released after the matmul (every thread has waited).
 // TMA: sagegpu.mbarrier_inval %[[BAR]]
-// A bound along the contraction that may end inside a 16-byte chunk, and a
-// matmul that asked for mma.sync (it accumulates onto the wgmma's result, so
-// it shares the wgmma encoding): cp.async.
+// A matmul that asked for mma.sync (it accumulates onto the wgmma's result,
+// so it shares the wgmma encoding): cp.async, into the same swizzled tiles.
 // TMA-COUNT-2: sagegpu.async_copy
 // TMA: sagegpu.async_wait 0
 // TMA: %[[Q:.*]] = sagegpu.dot
@@ -271,7 +277,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.async_copy
 // TMA: sagegpu.tma_load
 // TMA: %[[A:.*]] = sagegpu.local_load %[[AS]] : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #dot_op>
-// TMA: sagegpu.dot %[[A]], %{{.*}} : tensor<64x128xi8, #dot_op>, !sagegpu.smem<64x128xi8, #shared>
+// TMA: sagegpu.dot %[[A]], %{{.*}} : tensor<64x128xi8, #dot_op>, !sagegpu.smem<64x128xi8, #shared1>
 func.func @reg_a(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
                  %n: i64 {sage.divisibility = 16 : i64},
                  %s: tensor<1x1xf32>) attributes {sage.kernel} {

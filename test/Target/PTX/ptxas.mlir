@@ -49,10 +49,14 @@
 // RUN: %ptxas -arch=sm_80 -v %t.i8.sm80.ptx -o %t.i8.sm80.cubin 2>&1 | FileCheck %s
 // TMA90: // sage.kernel name=int8_matmul threads=128 shared_memory={{[0-9]+}} global_scratch=256
 // TMA90: .version 8.3
-// TMA90-COUNT-2: tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
+// Both maps (64 x 128 INT8 boxes) in the 128-byte swizzle mode (3).
+// TMA90: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
+// TMA90: tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
+// TMA90: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
+// TMA90: tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
 // TMA90: mbarrier.init.shared::cta.b64
 // TMA90: mbarrier.arrive.expect_tx.shared::cta.b64 _,
-// TMA90-COUNT-2: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// TMA90-COUNT-2: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // TMA90: mbarrier.try_wait.parity.shared::cta.b64
 // TMA90: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 // TMA90: mbarrier.inval.shared::cta.b64

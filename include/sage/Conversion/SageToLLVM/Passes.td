@@ -44,10 +44,11 @@ def SageGPUAllocateSharedMemory
     assembly) need their scratch only while they run. When everything fits
     in `reuse-above` bytes, every buffer gets bytes of its own: sharing
     bytes only adds barriers. Otherwise buffers whose live ranges overlap
-    get disjoint bytes (largest first, first fit, 128-byte aligned; 1024 for
-    128-byte swizzles) and others share. The pass writes each alloc's
-    `offset`, each op's `sagegpu.scratch_offset` and the kernel's total as
-    `sage.shared_memory` (bytes), which the launcher requests.
+    get disjoint bytes (largest first, first fit, 128-byte aligned; a tile
+    with an S-byte swizzle at multiples of 8 * S, its 8-row atom) and others
+    share. The pass writes each alloc's `offset`, each op's
+    `sagegpu.scratch_offset` and the kernel's total as `sage.shared_memory`
+    (bytes), which the launcher requests.
   }];
   let options = [
     Option<"reuseAbove", "reuse-above", "int64_t", /*default=*/"98304",
@@ -89,7 +90,9 @@ def SageFinalizeKernels : Pass<"sage-finalize-kernels", "::mlir::ModuleOp"> {
   let description = [{
     Runs after func-to-llvm: every `llvm.func` carrying `sage.kernel` becomes
     an `nvvm.kernel` with `nvvm.maxntid` set to 32 x `sage.num_warps`
-    threads. The `sage.*` function attributes stay, for the launcher.
+    threads and `nvvm.maxnreg` set to the module's `sage.maxnreg` (else
+    `nvvm.minctasm` 1: ptxas may use every register the kernel needs). The
+    `sage.*` function attributes stay, for the launcher.
   }];
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }

@@ -27,6 +27,12 @@ unsigned SageDialect::getNumWarps(ModuleOp module) {
   return 4;
 }
 
+std::optional<unsigned> SageDialect::getMaxnreg(ModuleOp module) {
+  if (auto regs = module->getAttrOfType<IntegerAttr>(kMaxnregAttrName))
+    return regs.getInt();
+  return std::nullopt;
+}
+
 std::optional<TargetInfo> SageDialect::getTarget(ModuleOp module) {
   auto arch = module->getAttrOfType<StringAttr>(kTargetAttrName);
   return arch ? TargetInfo::get(arch.getValue()) : std::nullopt;
@@ -126,6 +132,15 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
     if (!warps || !llvm::is_contained({1, 2, 4, 8, 16}, warps.getInt()))
       return op->emitError()
              << "'" << name << "' must be an integer in {1, 2, 4, 8, 16}";
+    return success();
+  }
+  if (name == kMaxnregAttrName) {
+    auto regs = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' applies to modules only";
+    if (!regs || regs.getInt() < kMinMaxnreg || regs.getInt() > kMaxMaxnreg)
+      return op->emitError() << "'" << name << "' must be an integer from "
+                             << kMinMaxnreg << " to " << kMaxMaxnreg;
     return success();
   }
   return op->emitError() << "unknown sage attribute '" << name << "'";

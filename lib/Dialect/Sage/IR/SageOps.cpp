@@ -88,12 +88,13 @@ LogicalResult LoadOp::verify() {
 }
 
 bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,
-                                 Type elem) {
+                                 Type elem, int64_t swizzle) {
   unsigned bits = elem.getIntOrFloatBitWidth();
   int64_t innerBytes = box[inner] * (bits / 8), outer = box[1 - inner];
-  return bits % 8 == 0 && innerBytes % kChunkBytes == 0 &&
-         innerBytes / kChunkBytes <= kMaxBoxEntries && outer > 0 &&
-         outer <= kMaxBoxEntries;
+  // A swizzled slab needs whole 8-row atoms (layout::shared).
+  return bits % 8 == 0 && (swizzle == 32 || swizzle == 64 || swizzle == 128) &&
+         innerBytes > 0 && innerBytes % swizzle == 0 && outer >= 8 &&
+         outer % 8 == 0 && outer <= kMaxBoxEntries;
 }
 
 LogicalResult MakeTensorMapOp::verify() {
@@ -109,10 +110,12 @@ LogicalResult MakeTensorMapOp::verify() {
     return emitOpError() << "stride of the inner dimension " << inner
                          << " must be the constant 1";
   Type elem = getPtr().getType().getPointeeType();
-  if (!isValidBox(getBox(), inner, elem))
+  if (!isValidBox(getBox(), inner, elem, getSwizzle()))
     return emitOpError() << "box " << shapeStr(getBox()) << " of " << elem
-                         << " must span whole 16-byte chunks (at most 256) "
-                            "of the inner dimension and 1 to 256 rows";
+                         << " with swizzle " << getSwizzle()
+                         << " must span whole swizzle widths (32, 64 or 128 "
+                            "bytes) of the inner dimension and a multiple of "
+                            "8 rows, 8 to 256";
   auto func = (*this)->getParentOfType<FunctionOpInterface>();
   auto bytes = func ? func->getAttrOfType<IntegerAttr>(
                           SageDialect::kGlobalScratchAttrName)

@@ -148,6 +148,27 @@ LogicalResult AsyncCopyOp::verify() {
   return success();
 }
 
+LogicalResult TmaLoadOp::verify() {
+  SharedTileType dest = getDest().getType();
+  auto encoding = dyn_cast_or_null<SharedEncodingAttr>(dest.getEncoding());
+  if (!encoding || encoding.getSwizzle() == 0)
+    return emitOpError() << "copies into a swizzled #sagegpu.shared tile, not "
+                         << dest;
+  auto map = getMap().getDefiningOp<sage::MakeTensorMapOp>();
+  if (!map)
+    return success();
+  if (map.getBox() != dest.getShape() ||
+      map.getInner() != int64_t(encoding.getInner()) ||
+      map.getSwizzle() != int64_t(encoding.getSwizzle()) ||
+      map.getPtr().getType().getPointeeType() != dest.getElementType())
+    return emitOpError() << "the map's box [" << map.getBox()[0] << ", "
+                         << map.getBox()[1] << "] of "
+                         << map.getPtr().getType().getPointeeType()
+                         << " (inner " << map.getInner() << ", swizzle "
+                         << map.getSwizzle() << ") does not land as " << dest;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor cores and tile plumbing
 //===----------------------------------------------------------------------===//

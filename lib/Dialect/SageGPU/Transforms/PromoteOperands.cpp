@@ -19,6 +19,7 @@
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Dialect/SageGPU/Transforms/Passes.h"
 #include "sage/Layout/LayoutConversion.h"
+#include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -110,21 +111,17 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load) {
   return CopyUse{use.getOwner(), use.getOperandNumber(), *contract};
 }
 
-/// Beyond an asynchronous copy, TMA fills whole 16-byte chunks (so the
-/// contracted bound must not end inside one) and its boxes have limits. It
-/// is used for the operands wgmma reads through descriptors; the others keep
-/// cp.async (a box lands in the same unswizzled layout, so they could take
-/// TMA too; that choice has not been measured).
-bool canCopyWithTma(LoadOp load, const CopyUse &use) {
+/// TMA copies the operands wgmma reads through descriptors (the others keep
+/// cp.async; that choice has not been measured) into a swizzled tile whose
+/// box the copy engine accepts.
+bool canCopyWithTma(const CopyUse &use, SharedTileType type) {
   std::optional<MmaKind> kind = mmaOf(use.matmul);
   if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0))
     return false;
-  RankedTensorType tile = load.getResult().getType();
-  int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
-  return knownDivisor(load.getBounds()[use.contract]) * elemBytes >=
-             MakeTensorMapOp::kChunkBytes &&
-         MakeTensorMapOp::isValidBox(tile.getShape(), use.contract,
-                                     tile.getElementType());
+  auto encoding = cast<SharedEncodingAttr>(type.getEncoding());
+  return MakeTensorMapOp::isValidBox(type.getShape(), use.contract,
+                                     type.getElementType(),
+                                     encoding.getSwizzle());
 }
 
 /// How deep `block` is nested in its function.
@@ -177,7 +174,7 @@ struct Promoter {
   /// The tensor map of `load`'s view in the next slot of the function's
   /// global scratch (appending the scratch argument on first use), built
   /// right after the view's last value is defined.
-  Value buildTensorMap(LoadOp load, unsigned contract) {
+  Value buildTensorMap(LoadOp load, unsigned contract, unsigned swizzle) {
     OpBuilder b(load);
     if (!mapScratch) {
       MLIRContext *ctx = load.getContext();
@@ -199,20 +196,30 @@ struct Promoter {
     return MakeTensorMapOp::create(
         b, load.getLoc(), TensorMapType::get(load.getContext()), load.getPtr(),
         load.getStrides(), load.getBounds(), mapScratch,
-        load.getResult().getType().getShape(), contract, slot);
+        load.getResult().getType().getShape(), contract, swizzle, slot);
   }
 
   /// `operand` of `matmul`, contracted along `contract`, as a K-major
   /// shared tile. A load whose tile can go straight to shared memory is
   /// replaced by a copy issued where the load was (so it overlaps the code
   /// in between); the wait for it is placed before `matmul`.
+  ///
+  /// A tile the copy engine fills takes the widest swizzle its rows allow
+  /// (one request per slab of up to 128 bytes instead of one per 16-byte
+  /// chunk); only wgmma's descriptors read it. The others stay unswizzled:
+  /// threads address them, and a swizzle XORs each access's constant offset
+  /// into its thread part, which costs an instruction and a register per
+  /// access (the D = 64 and 128 backward kernels spilled with it).
   Value toShared(Operation *matmul, Value operand, unsigned contract) {
     MLIRContext *ctx = matmul->getContext();
     auto tile = cast<RankedTensorType>(operand.getType());
-    auto encoding = SharedEncodingAttr::get(
-        ctx, /*swizzle=*/0, tile.getElementTypeBitWidth(), contract);
-    auto type = SharedTileType::get(ctx, tile.getShape(), tile.getElementType(),
-                                    encoding);
+    auto tileType = [&](unsigned swizzle) {
+      auto encoding = SharedEncodingAttr::get(
+          ctx, swizzle, tile.getElementTypeBitWidth(), contract);
+      return SharedTileType::get(ctx, tile.getShape(), tile.getElementType(),
+                                 encoding);
+    };
+    SharedTileType type = tileType(/*swizzle=*/0);
     auto load = operand.getDefiningOp<LoadOp>();
     std::optional<CopyUse> use;
     if (load && cpAsync)
@@ -234,8 +241,13 @@ struct Promoter {
       return stored;
     }
     Location loc = load.getLoc();
-    if (tma && kernel && canCopyWithTma(load, *use)) {
-      Value map = buildTensorMap(load, contract);
+    unsigned swizzle = layout::widestSwizzle(
+        tile.getDimSize(contract) * tile.getElementTypeBitWidth() / 8,
+        tile.getDimSize(1 - contract));
+    SharedTileType swizzled = tileType(swizzle);
+    if (tma && kernel && swizzle != 0 && canCopyWithTma(*use, swizzled)) {
+      type = swizzled;
+      Value map = buildTensorMap(load, contract, swizzle);
       OpBuilder b(load);
       Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
       auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});

@@ -7,6 +7,15 @@ reduce over the query heads of a group with no extra buffer or pass; the
 buffers must be zeroed). dQ_i is reduced over key blocks with f32 atomic
 adds into a (B*H, N, D) f32 workspace, also zeroed.
 
+Orientation (FlashAttention-3's): the program computes S^T = K_j Q_i^T and
+dP^T = V_j dO_i^T, so its key rows are the accumulators' rows. dV_j += P^T dO
+and dK_j += dS^T Q contract over the queries, the accumulators' columns: P^ and
+dS^ (quantized per key where the scales are fine, a row reduction in the
+threads that hold the row) feed the tensor cores from the registers they are
+in, because the partners dO^T and Q^T come from the backward pre-pass with
+their query axis in sigma16 order (``rhs_sigma16``). Only dQ_i += dS K_j
+contracts over keys: its dS^ goes through shared memory, transposed.
+
 Gradient constants (spec 4.4). The natural logits are z = sm_scale Q K^T;
 the kernel's S = c Q K_s^T with c = sm_scale log2 e differs from z log2 e
 only by per-row constants (K-smoothing), so P = exp2(S - L) = softmax(z)
@@ -21,31 +30,28 @@ and dS = P o (dP - delta) is dLoss/dz. Then
   (the dK bias term of spec 3.2, from the f32 dS).
 
 With FINE_SCALES (``scales="fine"``, sage's default; docs/sagebwd.md) Q^ and
-K^ carry one scale per token, P^ one per key column, dO^ one per channel and
-dS^ one per query row for dQ and one per key column for dK. Every scale is
-still constant along its product's contraction. The per-token Q and K scales
-vary along the token axes that dK = dS^T Q and dQ = dS K contract, so they
-are multiplied into the f32 dS before it is quantized: dQ uses (dS o s_K^T)
-K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS tile.
+K^ carry one scale per token, P^ one per key, dO^ one per channel and dS^ one
+per query for dQ and one per key for dK. Every scale is still constant along
+its product's contraction. The per-token Q and K scales vary along the token
+axes that dK = dS^T Q and dQ = dS K contract, so they are multiplied into the
+f32 dS before it is quantized: dQ uses (dS o s_K^T) K^ and dK uses
+(dS o s_Q)^T Q^, two INT8 copies of each dS tile.
 """
 
 from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length, kv_head_of,
-                                         program_head,
-                                         load_block_scale, load_col_stat, load_row_stat,
-                                         load_rows, load_scale, load_strided_rows,
-                                         load_transposed_block, load_vector,
-                                         row_to_column,
-                                         slice_of,
-                                         smoothing_bias, store_rows, visible)
+                                         load_block_scale, load_col_stat, load_rows,
+                                         load_scale, load_strided_rows, load_transposed_block,
+                                         load_vector, program_head, slice_of, store_rows,
+                                         visible_transposed)
 
 LN2 = 0.6931471805599453
 
 
-def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale, lse, delta,
-                     dq, dk, dv, p_out, ds_out, sm_scale, N, N_KV, H, H_KV,
+def sagebwd_backward(q_q, q_qt, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale, lse,
+                     delta, dq, dk, dv, p_out, ds_out, sm_scale, N, N_KV, H, H_KV,
                      stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_don,
                      stride_dotd,
                      D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
@@ -57,8 +63,9 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     Saved by the forward: q_q, q_scale, q_mean (SMOOTH_Q), k_q, k_scale (per
     token: its rows padded to 16 tokens), lse;
     v is the 16-bit V (B, Hkv, Nkv, D) (dP = dO V^T stays 16-bit) and do the
-    16-bit dO (B, H, N, D), both with their strides; do_qt (dO^ transposed,
-    (B*H, D, stride_dotd)) / do_scale and delta from the backward pre-pass.
+    16-bit dO (B, H, N, D), both with their strides; from the backward
+    pre-pass: q_qt and do_qt (Q^ and dO^ transposed, (B*H, D, stride_dotd),
+    queries in sigma16 order), do_scale and delta.
     dq: (B*H, N, D) f32 workspace, zeroed; dk, dv: (B*Hkv, Nkv, D) f32,
     zeroed, or with DIRECT_KV (only when H == Hkv: this program is the only
     one to write dK_j, dV_j) in the inputs' 16-bit dtype, stored once
@@ -74,7 +81,8 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     do_base = head_base(do, batch, head, stride_dob, stride_doh)
     col = block * BLOCK_N
     nq_blocks = cdiv(N, BLOCK_M)
-    # This kv head's K scales: one row of k_scale.
+    # This kv head's K scales: one row of k_scale (a BLOCK_N x 1 column per
+    # key, or the block's one scale).
     k_scales = slice_of(k_scale, kv, k_scale_row_length(N_KV, BLOCK_N, FINE_SCALES), 1)
     sk = load_scale(k_scales, 0, block, col, N_KV, BLOCK_N, FINE_SCALES)
     one = sl.full((1, 1), 1.0, sl.float32)  # the unit scale of fine-scale products
@@ -92,57 +100,62 @@ def sagebwd_backward(q_q, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_scale,
     vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
     for row in sl.range(start, N, BLOCK_M):
         qblock = row // BLOCK_M
-        # The query block's dO tiles first: their copies to shared memory are
-        # in flight while S and P are computed. dO^ comes transposed, D x
-        # BLOCK_M, query-contiguous (the padded columns past N are 0, and so
-        # is P there).
+        # The query block's operand tiles first: their copies to shared
+        # memory are in flight while S^T and P^T are computed. Q^T and dO^T
+        # are D x BLOCK_M, query-contiguous, sigma16 (0 past N, as P is).
+        q_t = load_transposed_block(q_qt, bh, row, stride_dotd, stride_dotd, BLOCK_M, D)
         do_t = load_transposed_block(do_qt, bh, row, stride_dotd, stride_dotd, BLOCK_M, D)
         do16 = load_strided_rows(do_base, row, N, stride_don, BLOCK_M, D)
+        # Q^'s scales (a column per query, or the block's one) go with the
+        # Q^ tile; per-query statistics are 1 x BLOCK_M rows of S^T.
         sq = load_scale(q_scale, bh, qblock, row, N, BLOCK_M, FINE_SCALES)
-        s = sl.qmatmul(load_rows(q_q, bh, row, N, BLOCK_M, D), sq, kt, sk, contract=(1, 1))
+        st = sl.qmatmul(kt, sk, load_rows(q_q, bh, row, N, BLOCK_M, D), sq, contract=(1, 1))
         if SMOOTH_Q:
+            # + q_mean . (s_K K^_j)^T for every query: one value per key row.
             qbar = load_vector(q_mean, bh * nq_blocks + qblock, D)
-            s = s + smoothing_bias(qbar, load_rows(k_q, kv, col, N_KV, BLOCK_N, D), sk,
-                                   FINE_SCALES)
-        mask = visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL)
-        p = sl.where(mask, sl.exp2(s - load_row_stat(lse, bh, row, N, BLOCK_M)), 0.0)
-        # dV_j += P^T dO_i (INT8; P and dO per block, or per key column and
-        # per channel: the outer axes of dV).
+            k_deq = sl.dequantize(kt, sk, sl.int8_per_token if FINE_SCALES
+                                  else sl.int8_per_block)
+            st = st + sl.sum(k_deq * qbar, axis=1)
+        mask = visible_transposed(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL)
+        pt = sl.where(mask, sl.exp2(st - load_col_stat(lse, bh, row, N, BLOCK_M)), 0.0)
+        # dV_j += P^T dO_i (INT8; P per key or per block, dO per channel or
+        # per block: the outer axes of dV). P^T's rows are keys.
         if FINE_SCALES:
-            p_q, sp = sl.quantize(p, sl.int8_per_channel)
+            pt_q, sp = sl.quantize(pt, sl.int8_per_token)
             # One scale per channel (dO^T's rows: dV's columns), applied
             # after the product and loaded after it too: its 1 x D row then
             # holds no registers while the matmul is in flight.
-            dv_part = sl.qmatmul(p_q, sp, do_t, one, contract=(0, 1))
+            dv_part = sl.qmatmul(pt_q, sp, do_t, one, contract=(1, 1), rhs_sigma16=True)
             dv_acc = dv_acc + dv_part * load_vector(do_scale, bh * nq_blocks + qblock, D)
         else:
-            p_q, sp = sl.quantize(p, sl.int8_per_block)
+            pt_q, sp = sl.quantize(pt, sl.int8_per_block)
             sdo = load_block_scale(do_scale, bh, qblock, nq_blocks)
-            dv_acc = sl.qmatmul(p_q, sp, do_t, sdo, contract=(0, 1), acc=dv_acc)
-        # dP = dO_i V_j^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
-        dp = sl.matmul(do16, vt, contract=(1, 1))
-        ds = p * (dp - load_row_stat(delta, bh, row, N, BLOCK_M))
-        # dK_j += dS^T Q_i (INT8; ln 2 applied at the end), then dQ_i += dS K_j.
+            dv_acc = sl.qmatmul(pt_q, sp, do_t, sdo, contract=(1, 1), acc=dv_acc,
+                                rhs_sigma16=True)
+        # dP^T = V_j dO_i^T: the one 16-bit matmul (f32 accumulation); dS stays f32.
+        dpt = sl.matmul(vt, do16, contract=(1, 1))
+        dst = pt * (dpt - load_col_stat(delta, bh, row, N, BLOCK_M))
+        # dK_j += dS^T Q_i (INT8, from registers; ln 2 applied at the end),
+        # then dQ_i += dS K_j (its dS^ transposed through shared memory).
         if FINE_SCALES:
-            # dQ's dS^ is quantized first: the D=64 backward uses all 255
-            # registers, and in the other order ptxas spills in the loop.
-            dsq_q, sdsq = sl.quantize(ds * load_col_stat(k_scales, 0, col, N_KV, BLOCK_N),
+            dsk_q, sdsk = sl.quantize(dst * load_col_stat(q_scale, bh, row, N, BLOCK_M),
                                       sl.int8_per_token)
-            dsk_q, sdsk = sl.quantize(ds * sq, sl.int8_per_channel)
-            dk_acc = sl.qmatmul(dsk_q, sdsk, load_rows(q_q, bh, row, N, BLOCK_M, D), one,
-                                contract=(0, 0), acc=dk_acc)
-            dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale, kt, one, contract=(1, 0))
+            dk_acc = sl.qmatmul(dsk_q, sdsk, q_t, one, contract=(1, 1), acc=dk_acc,
+                                rhs_sigma16=True)
+            dsq_q, sdsq = sl.quantize(dst * sk, sl.int8_per_channel)
+            dq_part = sl.qmatmul(dsq_q, sdsq * sm_scale, kt, one, contract=(0, 0))
         else:
-            ds_q, sds = sl.quantize(ds, sl.int8_per_block)
-            dk_acc = sl.qmatmul(ds_q, sds, load_rows(q_q, bh, row, N, BLOCK_M, D), sq,
-                                contract=(0, 0), acc=dk_acc)
-            dq_part = sl.qmatmul(ds_q, sds * sm_scale, kt, sk, contract=(1, 0))
+            ds_q, sds = sl.quantize(dst, sl.int8_per_block)
+            dk_acc = sl.qmatmul(ds_q, sds, q_t, sq, contract=(1, 1), acc=dk_acc,
+                                rhs_sigma16=True)
+            dq_part = sl.qmatmul(ds_q, sds * sm_scale, kt, sk, contract=(0, 0))
         if SMOOTH_Q:
-            dk_acc = dk_acc + row_to_column(sl.sum(ds, axis=0)) * qbar
+            dk_acc = dk_acc + sl.sum(dst, axis=1) * qbar
         store_rows(dq, dq_part, bh, row, N, D, atomic_add=True)
         if STORE_P_DS:
-            for out, value in ((p_out, p), (ds_out, ds)):
-                sl.store(slice_of(out, bh, N, N_KV), value, (row, col), (N_KV, 1), (N, N_KV))
+            # (queries, keys) slices, written through a transposed view.
+            for out, value in ((p_out, pt), (ds_out, dst)):
+                sl.store(slice_of(out, bh, N, N_KV), value, (col, row), (1, N_KV), (N_KV, N))
     if DIRECT_KV:
         store_rows(dk, (dk_acc * LN2).to(dk.dtype.element), kv, col, N_KV, D)
         store_rows(dv, dv_acc.to(dv.dtype.element), kv, col, N_KV, D)

@@ -215,6 +215,17 @@ def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
     return mask
 
 
+def visible_transposed(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
+    """:func:`visible` transposed, ``BLOCK_N x BLOCK_M``: element ``(j, i)`` is
+    whether query ``row+i`` sees key ``col+j`` (the backward's S^T orientation)."""
+    keys = sl.broadcast(row_ids(col, BLOCK_N), (BLOCK_N, BLOCK_M))
+    queries = sl.broadcast(col_ids(row, BLOCK_M), (BLOCK_N, BLOCK_M))
+    mask = (queries < n) & (keys < n_kv)
+    if CAUSAL:
+        mask = mask & (keys <= queries + (n_kv - n))
+    return mask
+
+
 def key_bias(col, n_kv, BLOCK_N: int):
     """``1 x BLOCK_N`` f32: 0 for keys ``col+j < n_kv``, -inf past the end.
 
@@ -236,12 +247,6 @@ def column_to_row(x):
     select the diagonal of its broadcast and reduce over rows, exactly)."""
     n = x.shape[0]
     return sl.sum(sl.where(_diagonal(n), sl.broadcast(x, (n, n)), 0.0), axis=0)
-
-
-def row_to_column(x):
-    """A ``1 x n`` tile as an ``n x 1`` tile (see :func:`column_to_row`)."""
-    n = x.shape[1]
-    return sl.sum(sl.where(_diagonal(n), sl.broadcast(x, (n, n)), 0.0), axis=1)
 
 
 def smoothing_bias(q_mean, k_q, k_scale, PER_TOKEN: bool = False):

@@ -50,17 +50,19 @@ class Shape:
 
 @dataclass(frozen=True)
 class Tiles:
-    """Block sizes (query rows, key rows) and warps per program.
+    """Block sizes (query rows, key rows), warps per program and register caps.
 
     Every kernel shares the block sizes (they fix the quantization blocks the
     pre-pass writes and the other kernels read); ``forward_warps``, when set,
-    launches the forward with its own warp count (:meth:`warps`).
+    launches the forward with its own warp count (:meth:`warps`), and
+    ``forward_maxnreg`` caps its registers per thread (:meth:`options`).
     """
 
     block_m: int = 64
     block_n: int = 64
     num_warps: int = 4
     forward_warps: int | None = None
+    forward_maxnreg: int | None = None
 
     def warps(self, kernel: str) -> int:
         """Warps per program of the kernel named ``kernel``."""
@@ -68,13 +70,24 @@ class Tiles:
             return self.forward_warps
         return self.num_warps
 
+    def options(self, kernel: str) -> dict[str, int | None]:
+        """The launch options of the kernel named ``kernel``: ``num_warps``
+        and ``maxnreg`` (keyword arguments of a launch or of ``sl.trace``)."""
+        maxnreg = self.forward_maxnreg if kernel == "sagebwd_forward" else None
+        return {"num_warps": self.warps(kernel), "maxnreg": maxnreg}
 
-def default_tiles(d: int) -> Tiles:
-    """Block sizes and warps that compile for sm_90a without spills (ptxas -v).
+
+def default_tiles(d: int, smooth_q: bool = False) -> Tiles:
+    """Block sizes, warps and register caps that compile for sm_90a without
+    spills in loops (ptxas -v).
 
     D=64: 64 x 64 tiles, every kernel on one warpgroup (4 warps), so every
-    matmul of the forward and the backward selects wgmma (253 registers in
-    the backward, no spills).
+    matmul of the forward and the backward selects wgmma (255 registers in
+    the backward, no spills). Without ``smooth_q`` the forward is capped at
+    128 registers (168 uncapped): four programs per SM instead of three,
+    1.06-1.07x faster (bench/results/2026-11-25-h100-ab.md); ptxas keeps its
+    loops spill-free (20 bytes spilled outside them). With Q-smoothing the
+    cap would spill inside the loops.
 
     D=128: 64 x 64 tiles, 8 warps (mma.sync backward; on one warpgroup it
     spills), the forward on one warpgroup (wgmma). 64 x 32 tiles were 1.48x
@@ -83,7 +96,9 @@ def default_tiles(d: int) -> Tiles:
     the fine scales' per-channel V (one scale per block of 64 x 128 put O's
     error at sigma = 1 at 1.06x the paper's Table 1).
     """
-    return Tiles(64, 64, 4) if d == 64 else Tiles(64, 64, 8, forward_warps=4)
+    if d == 64:
+        return Tiles(64, 64, 4, forward_maxnreg=None if smooth_q else 128)
+    return Tiles(64, 64, 8, forward_warps=4)
 
 
 def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:
@@ -294,9 +309,11 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
         else BufferSpec(kv, "float32", zeroed=True)
     return {
         "delta": BufferSpec((b, shape.heads, shape.n), "float32"),
-        # dO^ transposed, (B*H, D, N padded to 16): contracted over queries
-        # in dV = P^T dO (see v_qt).
+        # dO^ and Q^ transposed, (B*H, D, N padded to 16), queries in
+        # sigma16 order: contracted over queries in dV = P^T dO and dK =
+        # dS^T Q, with P^T and dS^T in registers (see v_qt).
         "do_qt": BufferSpec((b * shape.heads, d, padded_tokens(shape.n)), "int8", zeroed=True),
+        "q_qt": BufferSpec((b * shape.heads, d, padded_tokens(shape.n)), "int8", zeroed=True),
         "do_scale": BufferSpec((b * shape.heads, nq, d) if fine_scales
                                else (b * shape.heads, nq), "float32"),
         "dq": BufferSpec((b, shape.heads, shape.n, d), "float32", zeroed=True),
@@ -319,7 +336,7 @@ BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
 #: dtype, "output" O's dtype.
 _POINTER_DTYPES = {
     "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
-    "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_qt": sl.int8,
+    "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_qt": sl.int8, "q_qt": sl.int8,
     **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
                                      "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
                                      "ds_out")},

@@ -136,7 +136,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
         kernel = JIT_KERNELS[name]
         run = kernel.run if device.type == "cuda" else kernel.interpret
         run(all_grids[name],
-            *runtime_args(name, values), num_warps=plan.tiles.warps(name),
+            *runtime_args(name, values), **plan.tiles.options(name),
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                          smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
                          store_p_ds=store_p_ds, direct_kv=direct_kv))
@@ -182,7 +182,7 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
     may be symbolic: the fake implementations of the ``sage::`` ops use it)."""
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-    return Plan(shape, tiles or default_tiles(d), causal, sm_scale, smooth_k, smooth_q,
+    return Plan(shape, tiles or default_tiles(d, smooth_q), causal, sm_scale, smooth_k, smooth_q,
                 q.dtype, scales)
 
 
@@ -248,7 +248,7 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
         extras.update(p=buffers["p_out"], ds=buffers["ds_out"])
     # Peak memory: the INT8 dO goes first, then each f32 workspace as soon as
     # it is converted (a no-op for 16-bit dK, dV).
-    del buffers["do_qt"]
+    del buffers["do_qt"], buffers["q_qt"]
     dq = buffers.pop("dq").to(plan.dtype)
     dk = buffers.pop("dk").to(plan.dtype)
     dv = buffers.pop("dv").to(plan.dtype)

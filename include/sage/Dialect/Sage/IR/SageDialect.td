@@ -38,6 +38,11 @@ def Sage_Dialect : Dialect {
       one of `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`.
     - `sage.num_warps` (integer, on `builtin.module`): warps per program, a
       power of two from 1 to 16.
+    - `sage.maxnreg` (integer, on `builtin.module`): at most this many
+      registers per thread (24 to 255, PTX `.maxnreg`), so that more
+      programs fit on an SM; ptxas spills what does not fit. Without it
+      ptxas takes the registers the kernel needs (one program per SM as the
+      floor).
     - `sage.shared_memory` (integer, on a function): bytes of dynamic shared
       memory the kernel needs at launch; set by the lowering.
     - `sage.global_scratch` (integer, on a function): bytes of global memory
@@ -65,6 +70,10 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kKernelAttrName = "sage.kernel";
     static constexpr ::llvm::StringLiteral kTargetAttrName = "sage.target";
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
+    static constexpr ::llvm::StringLiteral kMaxnregAttrName = "sage.maxnreg";
+    /// The range of sage.maxnreg (ptxas raises smaller caps to 24 and
+    /// ignores larger ones).
+    static constexpr int64_t kMinMaxnreg = 24, kMaxMaxnreg = 255;
     static constexpr ::llvm::StringLiteral kSharedMemoryAttrName =
         "sage.shared_memory";
     static constexpr ::llvm::StringLiteral kGlobalScratchAttrName =
@@ -76,6 +85,8 @@ def Sage_Dialect : Dialect {
 
     /// Warps per program of `module` (sage.num_warps), 4 when unset.
     static unsigned getNumWarps(::mlir::ModuleOp module);
+    /// The register cap of `module`'s kernels (sage.maxnreg), if any.
+    static std::optional<unsigned> getMaxnreg(::mlir::ModuleOp module);
     /// The target `module` is compiled for (sage.target), or nullopt when it
     /// has none (or an unknown one, which the verifier rejects).
     static std::optional<::mlir::sage::TargetInfo>

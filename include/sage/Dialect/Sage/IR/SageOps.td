@@ -90,22 +90,27 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
   let description = [{
     Describes the view `ptr`/`strides`/`bounds` (as `sage.load` reads it) to
     the copy engine, for boxes of `box` elements. Dimension `inner` has unit
-    stride; it must span a multiple of 16 bytes, as must the other stride.
-    The map is written to the 128 bytes at `scratch + (program * count +
-    slot) * 128`, where `program` is the linear program index and `count`
-    the number of maps each program builds (the function's
-    `sage.global_scratch` divided by 128); the launcher allocates that
-    global scratch. Every thread of the program must reach the op.
+    stride and the other stride spans a multiple of 16 bytes. The map is
+    written to the 128 bytes at `scratch + (program * count + slot) * 128`,
+    where `program` is the linear program index and `count` the number of
+    maps each program builds (the function's `sage.global_scratch` divided by
+    128); the launcher allocates that global scratch. Every thread of the
+    program must reach the op.
 
-    The box lands in shared memory in 16-byte chunks of the inner dimension,
-    chunk-major: `[inner / 16 bytes][outer][16 bytes]`, which is the K-major
-    core-matrix layout wgmma reads without swizzling. Boxes past the bounds
-    are zero-filled, so tails need no masking.
+    The copy engine sees the view as 2-D bytes (`inner` extent x rows) with
+    a `swizzle`-byte (32, 64 or 128) swizzle mode, and copies `swizzle`
+    bytes of the inner dimension per request: a box lands in shared memory
+    as slabs `[inner / swizzle][outer][swizzle bytes]`, each row's 16-byte
+    chunks XOR-swizzled inside it, which is `#sagegpu.shared<swizzle = S>`
+    and the K-major layout wgmma descriptors read with the same swizzle.
+    The inner dimension of the box must span whole swizzle widths. Boxes
+    past the bounds are zero-filled, element by element, so tails need no
+    masking.
 
     ```mlir
     %m = sage.make_tensor_map %a strides [%k, %c1] bounds [%m, %k]
-        box [64, 128] inner 1 scratch %s[0]
-        : !sage.ptr<i8>
+        box [64, 128] inner 1 swizzle 128 scratch %s[0]
+        : !sage.ptr<i8>, !sage.ptr<i8>
     ```
 
     `sagegpu-promote-operands` creates these for the operand copies of
@@ -117,24 +122,24 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
                    Variadic<I64>:$bounds, Sage_PtrType:$scratch,
                    DenseI64ArrayAttr:$box,
                    ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<1>]>:$inner,
+                   I64Attr:$swizzle,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
   let results = (outs Sage_TensorMapType:$result);
   let assemblyFormat = [{
     $ptr `strides` `[` $strides `]` `bounds` `[` $bounds `]` `box` $box
-    `inner` $inner `scratch` $scratch `[` $slot `]` attr-dict `:`
-    qualified(type($ptr)) `,` qualified(type($scratch))
+    `inner` $inner `swizzle` $swizzle `scratch` $scratch `[` $slot `]`
+    attr-dict `:` qualified(type($ptr)) `,` qualified(type($scratch))
   }];
   let extraClassDeclaration = [{
     /// Bytes of one tensor map in global memory.
     static constexpr int64_t kBytes = 128;
-    /// Bytes of the inner dimension per entry of the map's dimension 0.
-    static constexpr int64_t kChunkBytes = 16;
-    /// A box dimension spans at most this many entries (rows, chunks).
+    /// A box dimension spans at most this many entries (rows, bytes).
     static constexpr int64_t kMaxBoxEntries = 256;
-    /// Whether TMA can copy a `box` of `elem` with unit stride along `inner`:
-    /// whole 16-byte chunks of the inner dimension, 1 to 256 rows and chunks.
+    /// Whether TMA can copy a `box` of `elem` with unit stride along `inner`
+    /// into `swizzle`-byte slabs: a 32, 64 or 128-byte swizzle, whole
+    /// swizzle widths of the inner dimension and 8 to 256 rows.
     static bool isValidBox(::llvm::ArrayRef<int64_t> box, int64_t inner,
-                           ::mlir::Type elem);
+                           ::mlir::Type elem, int64_t swizzle);
   }];
 }
 

@@ -170,10 +170,12 @@ def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
     One thread arms `barrier` with the box's bytes and asks the copy engine
     for the box of `map` at (`outer`, `inner`) (element indices of the
     view's strided and unit-stride dimensions); the bytes land in `dest`
-    with its encoding's swizzle and complete the barrier's current phase.
-    Out-of-bounds elements read as zero. The map's box is the tile and its
-    inner dimension the encoding's contiguous one.
+    with its encoding's swizzle and complete the barrier's current phase,
+    one copy per swizzle-wide slab of the inner dimension. Out-of-bounds
+    elements read as zero. The map's box is the tile, its inner dimension
+    the encoding's contiguous one and its swizzle the encoding's.
   }];
+  let hasVerifier = 1;
   let arguments = (ins Sage_TensorMapType:$map, I64:$outer, I64:$inner,
                    SageGPU_Mbarrier:$barrier, SageGPU_SharedTile:$dest);
   let assemblyFormat = [{

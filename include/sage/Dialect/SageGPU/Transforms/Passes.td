@@ -72,14 +72,18 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
     right before the dot; other operands are stored from registers
     (`sagegpu.local_alloc` with an initial value).
 
+    Every operand tile is K-major (`#sagegpu.shared` with `inner` the
+    contracted dimension), unswizzled unless TMA fills it.
+
     On sm_90a (with `ptx-version` 83 or newer) a kernel's copy of a wgmma
-    descriptor operand goes through TMA instead when, beyond the above, its
-    bound along the contracted dimension is a multiple of 16 bytes and the
-    tile has at most 256 rows: a `sage.make_tensor_map` of the view, built
-    right after the last of the view's values is defined (once per loop,
-    not per iteration) in a trailing `!sage.ptr<i8>` argument sized by
-    `sage.global_scratch`, then `sagegpu.tma_load` completing an mbarrier
-    that the threads wait on before the dot.
+    descriptor operand goes through TMA instead when, beyond the above, the
+    tile takes a swizzle (the widest, 128, 64 or 32 bytes, that divides its
+    contracted extent in bytes; at least 8 rows) and has at most 256 rows:
+    the tile is swizzled, and a `sage.make_tensor_map` of the view with that
+    swizzle is built right after the last of the view's values is defined
+    (once per loop, not per iteration) in a trailing `!sage.ptr<i8>`
+    argument sized by `sage.global_scratch`, then `sagegpu.tma_load`
+    completing an mbarrier that the threads wait on before the dot.
   }];
   let options = [
     Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
