@@ -241,9 +241,9 @@ def quantize_levels(x: np.ndarray, gran: tuple[int, int]) -> tuple[np.ndarray, n
 
     Granules are ``gran = (rows, cols)`` blocks counted from (0, 0) (tails are
     smaller). Per granule, in float32 exactly as :func:`sage.reference.quantize`
-    (``"rne"``): scale = absmax / 127, inv = 1 / scale (0 if scale is 0),
-    q = clip(rint(x * inv), -127, 127); an inv of inf (subnormal scale) gives
-    inf or NaN levels, and NaN converts to 0, as the quantizer does.
+    (``"rne"``): scale = absmax / 127, flushed to 0 below 2**-126, inv = 1 /
+    scale (0 if scale is 0), q = clip(rint(x * inv), -127, 127); NaN converts
+    to 0, as the quantizer does.
     """
     x32 = np.asarray(x, np.float32)
     r, c = x32.shape
@@ -251,6 +251,7 @@ def quantize_levels(x: np.ndarray, gran: tuple[int, int]) -> tuple[np.ndarray, n
     padded = np.pad(x32, ((0, -r % gr), (0, -c % gc))) if r % gr or c % gc else x32
     tiles = padded.reshape(padded.shape[0] // gr, gr, padded.shape[1] // gc, gc)
     scale = np.abs(tiles).max(axis=(1, 3), keepdims=True) / np.float32(INT8_MAX)
+    scale = np.where(scale < np.finfo(np.float32).tiny, np.float32(0), scale)
     with np.errstate(over="ignore", invalid="ignore"):
         inv = np.divide(np.float32(1), scale, out=np.zeros_like(scale), where=scale != 0)
         levels = np.rint(tiles * inv)

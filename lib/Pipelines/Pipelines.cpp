@@ -48,6 +48,10 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createLoopInvariantCodeMotionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Loops with sage.num_stages issue their TMA copies ahead (their tensor
+  // maps are outside the loops by now).
+  pm.addPass(sagegpu::createSageGPUPipeline());
+  pm.addPass(createCanonicalizerPass());
   pm.addPass(createSageGPUAllocateSharedMemory());
   pm.addPass(createSageGPUInsertBarriers());
   ConvertSageToLLVMOptions toLLVM;

@@ -218,6 +218,16 @@ def test_range_step_must_be_positive():
     expect_error(kernel, [F32, N], {}, r"step must be positive", "# HERE")
 
 
+def test_range_num_stages_must_be_a_positive_int():
+    for stages in (0, 2.0, True):
+        def kernel(a, n):
+            for i in sl.range(0, n, 1, num_stages=stages):  # HERE
+                pass
+
+        expect_error(kernel, [F32, N], {}, r"sl.range num_stages must be an integer >= 1, "
+                     r"got " + re.escape(repr(stages)), "# HERE")
+
+
 def test_signature_errors():
     def kernel(a, n, BLOCK: sl.constexpr):
         pass

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import sage.language as sl
@@ -120,6 +121,25 @@ def test_loop_bounds_widen_to_i64():
 
     text = sl.trace(kernel, [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.scalar(sl.int64)], {})
     check(text, r"arith.constant 0 : i64", r"scf.for %\d+ = %\d+ to %n step .* : i64")
+
+
+def test_num_stages_is_recorded_on_the_loop():
+    """sl.range(..., num_stages=S) becomes the scf.for's sage.num_stages (S >
+    1); sage-opt accepts it, and the interpreter runs the loop as it is."""
+    def kernel(x, n, STAGES: sl.constexpr):
+        acc = sl.zeros((1, 1), sl.float32)
+        for i in sl.range(0, n, 1, num_stages=STAGES):
+            acc = acc + sl.load(x, (1, 1), (i, 0), (1, 1), (n, 1))
+        sl.store(x, acc, (0, 0), (1, 1), (1, 1))
+
+    specs = [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.scalar(sl.int32)]
+    staged = sl.trace(kernel, specs, {"STAGES": 3})
+    check(staged, r"^    \} \{sage.num_stages = 3 : i32\} loc\(")
+    assert sage_opt(staged).returncode == 0
+    assert "num_stages" not in sl.trace(kernel, specs, {"STAGES": 1})
+    x = np.arange(4, dtype=np.float32)
+    sl.interpret(kernel, 1, [x, 4], {"STAGES": 3})
+    assert x[0] == 6.0
 
 
 def test_trace_is_deterministic():

@@ -142,6 +142,31 @@ def test_quantize_all_zero_granules(zero, granularity):
     assert (ref.dequantize(q, s, granularity) == 0).all()
 
 
+def test_quantize_flushes_subnormal_scales_so_the_clip_never_acts():
+    """A computed scale below 2**-126 is flushed to 0 (its granule quantizes
+    to 0); every other computed scale keeps |x * inv| below 127.5, so the
+    clip the kernels leave out for computed scales never changes a value."""
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    x = f32([[tiny, -tiny / 2],                 # absmax / 127 subnormal: flushed
+             [tiny * 127, -tiny * 127],         # the smallest normal scale: kept
+             [np.float32(1e-44), 0.0]])         # a subnormal absmax
+    q, s = ref.quantize(x, "per_token")
+    assert s[0, 0] == 0 and (q[0] == 0).all() and s[2, 0] == 0 and (q[2] == 0).all()
+    assert s[1, 0] == tiny and q[1].tolist() == [127, -127]
+    # The worst element of a granule is its absmax itself: over absmax values
+    # at every binade that keeps the scale normal (a million mantissas),
+    # round(absmax * RN(1 / RN(absmax / 127))) never passes 127.
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0x0400_0000, 0x7F00_0000, 1 << 20, dtype=np.uint32)
+    absmax = bits.view(np.float32).reshape(-1, 1)
+    absmax = absmax[absmax[:, 0] >= tiny * 127]
+    _, scales = ref.quantize(absmax, "per_token")
+    assert (scales >= tiny).all()
+    inv = (np.float32(1) / scales).astype(np.float32)
+    for rounding in ("rne", "rna"):
+        assert np.abs(ref.round_to_integer(absmax * inv, rounding)).max() <= 127
+
+
 def test_quantize_absmax_maps_to_127_and_never_minus_128():
     # Every positive normal float16 as absmax: +-absmax must give exactly +-127.
     a = np.arange(0x0400, 0x7C00, dtype=np.uint16).view(np.float16).reshape(-1, 1)

@@ -70,20 +70,21 @@ struct AllocateSharedMemoryPass
               alignment, layout::kAtomRows * int64_t(shared.getSwizzle()));
         int64_t last = span[op].second;
         // A use nested deeper keeps the buffer live across the whole op
-        // that holds it in the alloc's block (a loop reuses it each trip).
+        // that holds it in the alloc's block (a loop reuses it each trip);
+        // a ring's slots are uses of the ring.
         // A wgmma dot reads its operands until the dot_wait that completes
         // it, which is a use too.
         auto keepLive = [&](Operation *user) {
           if (Operation *at = alloc->getBlock()->findAncestorOpInBlock(*user))
             last = std::max(last, span[at].second);
         };
-        for (Operation *user : alloc->getUsers()) {
+        sagegpu::forEachSharedUser(alloc, [&](Operation *user) {
           keepLive(user);
           if (auto dot = dyn_cast<sagegpu::DotOp>(user))
             for (Operation *wait : dot.getResult().getUsers())
               if (isa<sagegpu::DotWaitOp>(wait))
                 keepLive(wait);
-        }
+        });
         buffers.push_back(
             {op, type.getSizeInBytes(), alignment, span[op].first, last});
       } else if (int64_t bytes = getOpScratchBytes(op)) {

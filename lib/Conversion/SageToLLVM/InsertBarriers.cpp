@@ -43,16 +43,17 @@ struct Effects {
   SmallVector<Access> visibleByMbarrier;
 };
 
-/// The bytes `shared` names: its local_alloc's placement, or, where that is
-/// not known (a tile passed in, or not yet allocated), all of shared memory.
+/// The bytes `shared` names: its local_alloc's placement (a ring's slot:
+/// the whole ring, its index being unknown here), or, where that is not
+/// known (a tile passed in, or not yet allocated), all of shared memory.
 Access rangeOf(Value shared, bool write, bool async = false,
                bool warp0 = false) {
-  auto alloc = shared.getDefiningOp<LocalAllocOp>();
+  LocalAllocOp alloc = getAllocation(shared);
   if (!alloc || !alloc.getOffset())
     return {0, std::numeric_limits<int64_t>::max(), write, async, warp0};
   int64_t lo = *alloc.getOffset();
-  auto type = cast<SharedTileType>(shared.getType());
-  return {lo, lo + type.getSizeInBytes(), write, async, warp0};
+  return {lo, lo + alloc.getResult().getType().getSizeInBytes(), write, async,
+          warp0};
 }
 
 Effects effectsOf(Operation *op) {

@@ -51,6 +51,27 @@ struct LocalAllocLowering : public OpConversionPattern<LocalAllocOp> {
   }
 };
 
+/// A ring's slot: the ring's address plus index x the slot's bytes.
+struct RingSlotLowering : public OpConversionPattern<RingSlotOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(RingSlotOp op, OneToNOpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value index = adaptor.getIndex().front();
+    Value offset = LLVM::MulOp::create(
+        rw, loc, index,
+        LLVM::ConstantOp::create(
+            rw, loc, index.getType(),
+            rw.getIntegerAttr(index.getType(),
+                              op.getResult().getType().getSizeInBytes())));
+    Value base = adaptor.getRing().front();
+    rw.replaceOp(op,
+                 LLVM::GEPOp::create(rw, loc, base.getType(), rw.getI8Type(),
+                                     base, ValueRange{offset}));
+    return success();
+  }
+};
+
 struct LocalStoreLowering : public OpConversionPattern<LocalStoreOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(LocalStoreOp op, OneToNOpAdaptor adaptor,
@@ -249,7 +270,8 @@ struct BarrierLowering : public OpConversionPattern<BarrierOp> {
 
 void mlir::sage::populateSharedMemoryToLLVMPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<LocalAllocLowering, LocalStoreLowering, LocalLoadLowering,
-               AsyncCopyLowering, AsyncCommitGroupLowering, AsyncWaitLowering,
-               BarrierLowering>(converter, patterns.getContext());
+  patterns.add<LocalAllocLowering, RingSlotLowering, LocalStoreLowering,
+               LocalLoadLowering, AsyncCopyLowering, AsyncCommitGroupLowering,
+               AsyncWaitLowering, BarrierLowering>(converter,
+                                                   patterns.getContext());
 }

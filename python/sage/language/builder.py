@@ -230,8 +230,10 @@ class IRBuilder:
         return self._one(f"{op} {self._use(x)} : {x.type.mlir} to {result.mlir}")
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],
-                 body: Callable[[str, list[str]], list[Value]]) -> list[str]:
-        """``scf.for`` with ``inits`` as iter_args; ``body`` traces one iteration."""
+                 body: Callable[[str, list[str]], list[Value]],
+                 num_stages: int = 1) -> list[str]:
+        """``scf.for`` with ``inits`` as iter_args; ``body`` traces one iteration;
+        ``num_stages`` > 1 becomes its ``sage.num_stages`` attribute."""
         loc = self._loc()
         iv, *args = self._fresh_each(1 + len(inits))
         header = (f"scf.for {iv} = {self._use(start)} to {self._use(stop)} "
@@ -255,7 +257,8 @@ class IRBuilder:
         lines = self._regions[-1].lines
         lines.append(f"{self._result_prefix(results)}{header} : {start.type.mlir} {{")
         lines.extend(f"  {line}" for line in region.lines)
-        lines.append(f"}}{loc}")
+        attrs = f" {{sage.num_stages = {num_stages} : i32}}" if num_stages > 1 else ""
+        lines.append(f"}}{attrs}{loc}")
         return results
 
     def _fresh_each(self, count: int) -> list[str]:

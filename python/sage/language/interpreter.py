@@ -190,7 +190,8 @@ class Interpreter:
         return convert(x.handle, element_of(result))
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],
-                 body: Callable[[Any, list[Any]], list[Value]]) -> list[Any]:
+                 body: Callable[[Any, list[Any]], list[Value]],
+                 num_stages: int = 1) -> list[Any]:
         first, last, stride = _ints([start, stop, step])
         if stride <= 0:
             raise error(f"sl.range step must be positive, got {stride}")

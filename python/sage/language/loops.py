@@ -42,11 +42,13 @@ _CACHE: "weakref.WeakKeyDictionary[Callable, Callable]" = weakref.WeakKeyDiction
 
 @dataclass(frozen=True)
 class RangeSpec:
-    """The bounds of an ``sl.range`` loop (integers, runtime or constant)."""
+    """The bounds of an ``sl.range`` loop (integers, runtime or constant) and
+    its schedule (``num_stages``)."""
 
     start: Any
     stop: Any
     step: Any
+    num_stages: int = 1
 
     def __iter__(self):
         raise error("sl.range loops must be written directly in a kernel function whose "
@@ -54,15 +56,24 @@ class RangeSpec:
                     "Python: use range() there for compile-time loops)")
 
 
-def range(start: Any, stop: Any = None, step: Any = 1) -> RangeSpec:  # noqa: A001
+def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
+          num_stages: int = 1) -> RangeSpec:
     """A loop with runtime bounds, ``for i in sl.range(start, stop, step)`` (``scf.for``).
 
     Like Python's ``range``: one argument is ``stop``. ``step`` must be
     positive. The induction variable is i32, or i64 when a bound is i64.
+    ``num_stages`` (a Python int, at least 1) is how many iterations' copies
+    the loop keeps in flight: with S > 1 the tiles the body copies into
+    shared memory by TMA for its matmuls are copied S - 1 iterations ahead,
+    into S buffers (``sage.num_stages`` on the ``scf.for``,
+    ``sagegpu-pipeline``). It changes when copies happen, never results:
+    the interpreter ignores it.
     """
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+        raise error(f"sl.range num_stages must be an integer >= 1, got {num_stages!r}")
     if stop is None:
         start, stop = 0, start
-    return RangeSpec(start, stop, step)
+    return RangeSpec(start, stop, step, num_stages)
 
 
 def _loop_bound(x: Any, what: str, dtype) -> Value:
@@ -99,7 +110,8 @@ def run_range_loop(spec: Any, body: Callable[..., tuple], names: Sequence[str],
         return [_carry(name, before, after)
                 for name, before, after in zip(names, carried, out)]
 
-    handles = backend().for_loop(start, stop, step, carried, one_iteration)
+    handles = backend().for_loop(start, stop, step, carried, one_iteration,
+                                 num_stages=spec.num_stages)
     return tuple(Value(v.type, h) for v, h in zip(carried, handles))
 
 

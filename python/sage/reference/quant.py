@@ -70,13 +70,16 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
 
         absmax = max |x|                        (exact; NaN if the granule holds NaN)
         scale  = absmax / qmax                  (f32 division)
+        scale  = 0 if scale < 2**-126 else scale (a subnormal scale is flushed)
         inv    = 0 if scale == 0 else 1 / scale (f32 division)
         y      = x * inv                        (f32 multiply)
         q      = clip(round(y), -qmax, qmax)    ("rne" or "rna", see round_to_integer)
 
     With ``scale`` (float32, shape :func:`scale_shape`) no absmax is computed:
-    that scale is used and returned. An all-zero granule (``-0.0`` included)
-    gets scale 0 and q 0. A granule holding NaN or infinity (or a given
+    that scale is used and returned. An all-zero granule (``-0.0`` included),
+    or one whose computed scale would be subnormal (absmax below qmax *
+    2**-126), gets scale 0 and q 0; a computed scale being normal, the clip
+    never acts on it. A granule holding NaN or infinity (or a given
     non-finite scale) keeps its NaN/infinite scale; its q values are
     unspecified by the dialect and are 0 here. Float32 inputs stand for f32 or
     bf16 tiles (bf16 values held in float32).
@@ -105,6 +108,10 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
         absmax = np.max(np.abs(x32), axis=axes, keepdims=True)
         if scale is None:
             scales = absmax / np.float32(qmax)
+            # Normal or 0 (NaN stays NaN): then |x * inv| < qmax + 1/2 and
+            # the kernels need no clamp (sage.quantize's description).
+            scales = np.where(scales < np.finfo(np.float32).tiny, np.float32(0),
+                              scales).astype(np.float32)
         else:
             scales = _check_scales(scale, x.shape, granularity).copy()
         inv = np.where(scales == 0, np.float32(0), np.float32(1) / scales).astype(np.float32)

@@ -171,14 +171,15 @@ def test_warm_launch_overhead(record):
 
 
 def int8_matmul(a, b, scales, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
-                BLOCK_K: sl.constexpr):
-    """C = (A Bᵀ) * s_a * s_b from INT8 A (M x K) and B (N x K) in memory."""
+                BLOCK_K: sl.constexpr, STAGES: sl.constexpr = 1):
+    """C = (A Bᵀ) * s_a * s_b from INT8 A (M x K) and B (N x K) in memory
+    (their TMA copies STAGES - 1 iterations ahead)."""
     row = sl.program_id(0) * BLOCK_M
     col = sl.program_id(1) * BLOCK_N
     sa = sl.load(scales, shape=(1, 1), offsets=(0, 0), strides=(0, 1), bounds=(1, 2))
     sb = sl.load(scales, shape=(1, 1), offsets=(0, 1), strides=(0, 1), bounds=(1, 2))
     acc = sl.zeros((BLOCK_M, BLOCK_N), sl.float32)
-    for k in sl.range(0, K, BLOCK_K):
+    for k in sl.range(0, K, BLOCK_K, num_stages=STAGES):
         at = sl.load(a, shape=(BLOCK_M, BLOCK_K), offsets=(row, k), strides=(K, 1),
                      bounds=(M, K))
         bt = sl.load(b, shape=(BLOCK_N, BLOCK_K), offsets=(col, k), strides=(K, 1),
@@ -206,3 +207,28 @@ def test_tma_kernel_gets_its_global_scratch(record, m, n, k):
     exact = a.double().cpu() @ b.double().cpu().T
     assert torch.equal(c.cpu().double(), exact)  # |sums| < 2^24: exact in f32
     record(f"jit_tma_int8_matmul[{m}x{n}x{k}]", "exact")
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("m,n,k", [(200, 136, 320), (64, 64, 0), (64, 72, 48), (130, 64, 64),
+                                   (64, 64, 112), (96, 200, 1040)])
+def test_pipelined_tma_matmul_is_exact(record, stages, m, n, k):
+    """num_stages: the loop's TMA copies issued stages - 1 iterations ahead
+    into rings of buffers and mbarriers (sagegpu-pipeline). Trip counts of
+    0, 1 and fewer than the stages (K = 0, 48, 64, 112 at BLOCK_K = 64), tails
+    in M, N and K, and long loops whose slots are refilled many times, all
+    give the exact product."""
+    kernel = sage.jit(int8_matmul)
+    gen = torch.Generator().manual_seed(m + n + k + stages)
+    a = torch.randint(-127, 128, (m, k), generator=gen, dtype=torch.int8).cuda()
+    b = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8).cuda()
+    scales = torch.tensor([1.0, 1.0], device="cuda")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, STAGES=stages, num_warps=4)
+    compiled = kernel.compile(a, b, scales, c, m, n, k, **blocks)
+    assert f"sage.num_stages = {stages} : i32" in compiled.ir
+    assert "cp.async.bulk.tensor" in compiled.ptx
+    kernel[(_cdiv(m, 64), _cdiv(n, 64))](a, b, scales, c, m, n, k, **blocks)
+    exact = a.double().cpu() @ b.double().cpu().T
+    assert torch.equal(c.cpu().double(), exact)  # |sums| < 2^24: exact in f32
+    record(f"jit_pipelined_int8_matmul[{stages}:{m}x{n}x{k}]", "exact")

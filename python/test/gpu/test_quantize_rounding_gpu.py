@@ -4,9 +4,10 @@ The quantizer's round/clamp/convert lowers to a clamp plus a magic-number
 ``add.rn.f32`` (no F2I: ``lib/Conversion/SageToLLVM/ScalarMathToNVVM.cpp``).
 These kernels quantize tiles built to hit every corner of round-half-to-even
 (ties on both sides of zero and of every integer up to 127, the clamp edges,
-zeros, negative zeros, tiny values) with given scales, plus random rows and
-all-zero rows with absmax scales, and compare every byte and every scale with
-``sage.reference.quant.quantize``. Skipped without a GPU (conftest).
+zeros, negative zeros, tiny values) with given scales, plus random rows,
+all-zero rows and rows at the edge of the subnormal-scale flush with absmax
+scales (whose quantize has no clamp), and compare every byte and every scale
+with ``sage.reference.quant.quantize``. Skipped without a GPU (conftest).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def test_absmax_scales_zeros_and_random_rows_bit_exactly(record):
     x[5, :] = 0.0
     x[5, 17] = -2.5  # absmax ties on the negative side
     x[6] = np.float32(127.0) * np.sign(rng.standard_normal(COLS)).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    x[7] = rng.uniform(-1, 1, COLS).astype(np.float32) * tiny  # scale flushed to 0
+    x[8] = np.float32(127 * tiny) * np.sign(rng.standard_normal(COLS)).astype(np.float32)
     q = torch.zeros(ROWS, COLS, dtype=torch.int8, device="cuda")
     s = torch.full((ROWS, 1), float("nan"), device="cuda")
     sage.jit(quantize_absmax)[(1,)](torch.from_numpy(x).cuda(), q, s, ROWS=ROWS, COLS=COLS)
@@ -96,3 +100,6 @@ def test_absmax_scales_zeros_and_random_rows_bit_exactly(record):
     assert np.array_equal(got_s.view(np.uint32), expected_s.view(np.uint32))
     assert not got_q[3:5].any() and got_s[3, 0] == 0 and got_s[4, 0] == 0
     assert got_q[5, 17] == -127 and np.abs(got_q[6]).min() == 127
+    # A scale below 2^-126 is flushed (q 0); the smallest normal one is kept.
+    assert got_s[7, 0] == 0 and not got_q[7].any()
+    assert got_s[8, 0] == tiny and np.abs(got_q[8]).min() == 127

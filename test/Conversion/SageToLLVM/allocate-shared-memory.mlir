@@ -59,4 +59,24 @@ func.func @mbarriers() {
   %u = sagegpu.local_load %t : !sagegpu.smem<8x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>> -> tensor<8x128xi8, #blocked>
   return
 }
+
+// A ring set up before a loop and read through its slots inside it is live
+// across the whole loop: a buffer of the loop body gets other bytes. A
+// 64-byte swizzle's tiles sit at multiples of their 512-byte atom.
+// CHECK-LABEL: func.func @ring
+// CHECK: sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<2x64x64xi8
+// CHECK: scf.for
+// CHECK: sagegpu.local_alloc {offset = 8192 : i64} !sagegpu.smem<64x64xi8
+func.func @ring(%n: index, %i: i32, %z: tensor<64x64xi32, #mma>) -> tensor<64x64xi32, #mma> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ring = sagegpu.local_alloc !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xi32, #mma>) {
+    %other = sagegpu.local_alloc !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>
+    %k = sagegpu.ring_slot %ring[%i] : !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>> -> !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>
+    %d = sagegpu.dot %other, %k, %acc contract(1, 1) : !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>, !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>> -> tensor<64x64xi32, #mma>
+    scf.yield %d : tensor<64x64xi32, #mma>
+  }
+  return %r : tensor<64x64xi32, #mma>
+}
 }

@@ -188,4 +188,40 @@ func.func @copy_in_flight(%p: !sage.ptr<i8>, %i: i64, %t: tensor<64x128xi8, #blo
   %rc = sagegpu.local_load %c : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
   return
 }
+
+// A pipelined loop: a slot is refilled by TMA at the top of an iteration
+// while the previous iteration's dot read the other slot of the same ring.
+// A slot counts as its whole ring, so a barrier orders the refill after
+// every warp's reads; the dot reads the slot the mbarrier made visible
+// without one.
+// CHECK-LABEL: func.func @ring_refill
+// CHECK: scf.for
+// CHECK: scf.if
+// CHECK: sagegpu.barrier
+// CHECK-NEXT: sagegpu.tma_load
+// CHECK: sagegpu.mbarrier_wait
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NEXT: sagegpu.dot_wait
+func.func @ring_refill(%map: !sage.tensor_map, %n: index, %go: i1, %i: i32, %next: i32,
+                       %phase: i32, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %x = arith.constant 0 : i64
+  %ring = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<2x64x128xi8, #shared>
+  %bars = sagegpu.local_alloc {offset = 16384 : i64} !sagegpu.smem<2xi64>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xi32, #wgmma>) {
+    scf.if %go {
+      %t = sagegpu.ring_slot %ring[%next] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+      %b = sagegpu.ring_slot %bars[%next] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+      sagegpu.tma_load %map[%x, %x], %b into %t : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #shared>
+    }
+    %a = sagegpu.ring_slot %ring[%i] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+    %bar = sagegpu.ring_slot %bars[%i] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+    sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
+    %d = sagegpu.dot %a, %a, %acc contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+    %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+    scf.yield %w : tensor<64x64xi32, #wgmma>
+  }
+  return %r : tensor<64x64xi32, #wgmma>
+}
 }

@@ -1,6 +1,7 @@
 // The decomposed INT8 quantizer rounds without the F2I pipe: a clamp to
-// [-127, 127], an add.rn.f32 of 1.5 * 2^23 and the low byte of the sum,
-// taken by an integer `and` that keeps ptxas from converting the float.
+// [-127, 127] where the scale is given, an add.rn.f32 of 1.5 * 2^23 and the
+// low byte of the sum, taken by an integer `and` that keeps ptxas from
+// converting the float.
 // RUN: sage-opt %s --sage-decompose --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
@@ -16,7 +17,22 @@ module attributes {sage.num_warps = 4 : i32} {
 // CHECK-NEXT: %[[L:.*]] = llvm.inline_asm asm_dialect = att "and.b32 $0, $1, 255;", "=r,r" %[[I]] : (i32) -> i32
 // CHECK-NEXT: llvm.trunc %[[L]] : i32 to i8
 // CHECK-NOT: arith.fptosi
-func.func @quantize(%x: tensor<16x32xf32>) -> (tensor<16x32xi8>, tensor<1x1xf32>) {
+func.func @quantize(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x32xi8> {
+  %q, %t = sage.quantize #sage.int8<per_token> %x scale %s : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  return %q : tensor<16x32xi8>
+}
+
+// A computed (absmax) scale keeps |x * inv| below 127.5 (sage.quantize):
+// the same rounding, without the clamp.
+// CHECK-LABEL: func.func @computed
+// CHECK-NOT: -1.270000e+02
+// CHECK-NOT: arith.minimumf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rn.f"
+// CHECK-NOT: -1.270000e+02
+// CHECK-NOT: arith.minimumf
+// CHECK-NOT: arith.fptosi
+// CHECK: return
+func.func @computed(%x: tensor<16x32xf32>) -> (tensor<16x32xi8>, tensor<1x1xf32>) {
   %q, %s = sage.quantize #sage.int8<per_block> %x : tensor<16x32xf32> -> tensor<16x32xi8>, tensor<1x1xf32>
   return %q, %s : tensor<16x32xi8>, tensor<1x1xf32>
 }

@@ -58,4 +58,28 @@ func.func @copy(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.div
   sagegpu.barrier {fence_async}
   return
 }
+
+// A ring's slot is the ring's address plus the index times the slot's
+// bytes: 64 x 128 bytes of a ring at offset 1024, 8 bytes of an mbarrier
+// ring at 17408.
+// CHECK-LABEL: func.func @ring_slots
+// CHECK-SAME: %[[I:.*]]: i32
+// CHECK-DAG: %[[TILE:.*]] = llvm.mlir.constant(8192 : i32) : i32
+// CHECK-DAG: %[[BAR:.*]] = llvm.mlir.constant(8 : i32) : i32
+// CHECK: %[[RING:.*]] = llvm.getelementptr %{{.*}}[1024] : (!llvm.ptr<3>) -> !llvm.ptr<3>, i8
+// CHECK: %[[BARS:.*]] = llvm.getelementptr %{{.*}}[17408] : (!llvm.ptr<3>) -> !llvm.ptr<3>, i8
+// CHECK: %[[OFF:.*]] = llvm.mul %[[I]], %[[TILE]] : i32
+// CHECK: llvm.getelementptr %[[RING]][%[[OFF]]] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
+// CHECK: %[[BOFF:.*]] = llvm.mul %[[I]], %[[BAR]] : i32
+// CHECK: llvm.getelementptr %[[BARS]][%[[BOFF]]] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
+func.func @ring_slots(%i: i32) -> tensor<64x128xi8, #blocked> {
+  %r = sagegpu.local_alloc {offset = 1024 : i64} !sagegpu.smem<2x64x128xi8, #shared>
+  %b = sagegpu.local_alloc {offset = 17408 : i64} !sagegpu.smem<2xi64>
+  %t = sagegpu.ring_slot %r[%i] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+  %m = sagegpu.ring_slot %b[%i] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+  %c0 = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %m, %c0 : !sagegpu.smem<1xi64>
+  %v = sagegpu.local_load %t : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+  return %v : tensor<64x128xi8, #blocked>
+}
 }

@@ -19,9 +19,9 @@ func.func @smooth(%x: tensor<64x32xf16>) -> (tensor<64x32xf32>, tensor<1x32xf32>
 
 // Per block: absmax over both axes, scale = absmax / 127 (correctly
 // rounded without a divide: a * RN(1/127), then one FMA correction with the
-// exact residual; an infinite absmax keeps its infinite scale), inv = 1 /
-// scale except for an all-zero block, round half to even, clamp to
-// [-127, 127].
+// exact residual; an infinite absmax keeps its infinite scale), flushed to 0
+// below the smallest normal float, inv = 1 / scale except for a zero scale,
+// round half to even. A computed scale needs no clamp: |x * inv| < 127.5.
 // CHECK-LABEL: func.func @quantize_per_block
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
 // CHECK-DAG: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<1x1xf32>
@@ -29,8 +29,7 @@ func.func @smooth(%x: tensor<64x32xf16>) -> (tensor<64x32xf32>, tensor<1x32xf32>
 // CHECK-DAG: %[[Q:.*]] = arith.constant dense<1.270000e+02> : tensor<1x1xf32>
 // CHECK-DAG: %[[C:.*]] = arith.constant dense<0.00787401571> : tensor<1x1xf32>
 // CHECK-DAG: %[[INF:.*]] = arith.constant dense<0x7F800000> : tensor<1x1xf32>
-// CHECK-DAG: %[[LO:.*]] = arith.constant dense<-1.270000e+02> : tensor<4x8xf32>
-// CHECK-DAG: %[[HI:.*]] = arith.constant dense<1.270000e+02> : tensor<4x8xf32>
+// CHECK-DAG: %[[MIN:.*]] = arith.constant dense<1.17549435E-38> : tensor<1x1xf32>
 // CHECK: %[[A0:.*]] = sage.reduce absmax %[[X]] axis 0 : tensor<4x8xf32> -> tensor<1x8xf32>
 // CHECK: %[[A1:.*]] = sage.reduce absmax %[[A0]] axis 1 : tensor<1x8xf32> -> tensor<1x1xf32>
 // CHECK: %[[Q0:.*]] = arith.mulf %[[A1]], %[[C]] : tensor<1x1xf32>
@@ -38,7 +37,9 @@ func.func @smooth(%x: tensor<64x32xf16>) -> (tensor<64x32xf32>, tensor<1x32xf32>
 // CHECK: %[[RES:.*]] = math.fma %[[NQ]], %[[Q]], %[[A1]]
 // CHECK: %[[QUO:.*]] = math.fma %[[RES]], %[[C]], %[[Q0]]
 // CHECK: %[[ISINF:.*]] = arith.cmpf oeq, %[[A1]], %[[INF]]
-// CHECK: %[[SCALE:.*]] = arith.select %[[ISINF]], %[[INF]], %[[QUO]]
+// CHECK: %[[QS:.*]] = arith.select %[[ISINF]], %[[INF]], %[[QUO]]
+// CHECK: %[[SUB:.*]] = arith.cmpf olt, %[[QS]], %[[MIN]]
+// CHECK: %[[SCALE:.*]] = arith.select %[[SUB]], %[[ZERO]], %[[QS]]
 // CHECK-NOT: arith.divf %[[A1]]
 // CHECK: %[[RCP:.*]] = arith.divf %[[ONE]], %[[SCALE]]
 // CHECK: %[[ISZ:.*]] = arith.cmpf oeq, %[[SCALE]], %[[ZERO]]
@@ -46,9 +47,9 @@ func.func @smooth(%x: tensor<64x32xf16>) -> (tensor<64x32xf32>, tensor<1x32xf32>
 // CHECK: %[[INVB:.*]] = sage.broadcast %[[INV]] : tensor<1x1xf32> -> tensor<4x8xf32>
 // CHECK: %[[Y:.*]] = arith.mulf %[[X]], %[[INVB]]
 // CHECK: %[[R:.*]] = math.roundeven %[[Y]]
-// CHECK: %[[C0:.*]] = arith.maximumf %[[R]], %[[LO]]
-// CHECK: %[[C1:.*]] = arith.minimumf %[[C0]], %[[HI]]
-// CHECK: %[[QV:.*]] = arith.fptosi %[[C1]] : tensor<4x8xf32> to tensor<4x8xi8>
+// CHECK-NOT: arith.maximumf
+// CHECK-NOT: arith.minimumf
+// CHECK: %[[QV:.*]] = arith.fptosi %[[R]] : tensor<4x8xf32> to tensor<4x8xi8>
 // CHECK: return %[[QV]], %[[SCALE]]
 func.func @quantize_per_block(%x: tensor<4x8xf32>) -> (tensor<4x8xi8>, tensor<1x1xf32>) {
   %q, %s = sage.quantize #sage.int8<per_block> %x : tensor<4x8xf32> -> tensor<4x8xi8>, tensor<1x1xf32>
@@ -70,12 +71,17 @@ func.func @quantize_per_channel(%x: tensor<4x8xf32>) -> (tensor<4x8xi8>, tensor<
 
 // -----
 
-// A given per-row scale: no reduction; rna rounds half away from zero.
+// A given per-row scale: no reduction, no flush; rna rounds half away
+// from zero, and the clamp to [-127, 127] stays (the scale is the caller's).
 // CHECK-LABEL: func.func @quantize_given_scale_rna
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[S:.*]]: tensor<4x1xf32>)
 // CHECK-NOT: sage.reduce
+// CHECK-NOT: arith.cmpf olt
 // CHECK: arith.divf %{{.*}}, %[[S]] : tensor<4x1xf32>
-// CHECK: math.round %{{.*}} : tensor<4x8xf32>
+// CHECK: %[[R:.*]] = math.round %{{.*}} : tensor<4x8xf32>
+// CHECK: %[[C0:.*]] = arith.maximumf %[[R]], %{{.*}} : tensor<4x8xf32>
+// CHECK: %[[C1:.*]] = arith.minimumf %[[C0]], %{{.*}} : tensor<4x8xf32>
+// CHECK: arith.fptosi %[[C1]]
 // CHECK: return %{{.*}}, %[[S]]
 func.func @quantize_given_scale_rna(%x: tensor<4x8xf32>, %sp: tensor<4x1xf32>) -> (tensor<4x8xi8>, tensor<4x1xf32>) {
   %q, %s = sage.quantize #sage.int8<per_token, rna> %x scale %sp : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xi8>, tensor<4x1xf32>

@@ -614,3 +614,22 @@ func.func @f(%x: tensor<4x8xf32>) {
   %0, %1 = sage.quantize #sage.int8<per_block> %x unsaturated : tensor<4x8xf32> -> tensor<4x8xi8>, tensor<1x1xf32>
   return
 }
+
+// -----
+
+func.func @k() {
+  // expected-error @+1 {{'sage.num_stages' applies to scf.for only}}
+  %c = arith.constant {sage.num_stages = 2 : i32} 0 : i32
+  return
+}
+
+// -----
+
+func.func @k(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  // expected-error @+1 {{'sage.num_stages' must be a positive integer}}
+  scf.for %i = %c0 to %n step %c1 : i32 {
+  } {sage.num_stages = 0 : i32}
+  return
+}

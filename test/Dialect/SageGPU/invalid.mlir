@@ -354,3 +354,50 @@ func.func @f() {
   "sagegpu.dot_wait"() {pendings = 0 : i32} : () -> ()
   return
 }
+
+// -----
+
+// A ring's slot has the ring's tile shape, element type and encoding.
+func.func @f(%r: !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>, %i: i32) {
+  // expected-error @+1 {{a slot of '!sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>' is '!sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>', not '!sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>'}}
+  %s = sagegpu.ring_slot %r[%i] : !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>> -> !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>
+  return
+}
+
+// -----
+
+// A ring of mbarriers gives one mbarrier.
+func.func @f(%r: !sagegpu.smem<2xi64>, %i: i32) {
+  // expected-error @+1 {{a slot of '!sagegpu.smem<2xi64>' is '!sagegpu.smem<1xi64>', not '!sagegpu.smem<2xi64>'}}
+  %s = sagegpu.ring_slot %r[%i] : !sagegpu.smem<2xi64> -> !sagegpu.smem<2xi64>
+  return
+}
+
+// -----
+
+// A single tile is not a ring.
+func.func @f(%r: !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>, %i: i32) {
+  // expected-error @+1 {{takes a ring of tiles (rank 3) or of mbarriers, not '!sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>'}}
+  %s = sagegpu.ring_slot %r[%i] : !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>> -> !sagegpu.smem<64x64xi8, #sagegpu.shared<swizzle = 64, bits = 8>>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{shared tiles have rank 2 (rank 3: a ring of them)}}
+func.func @f(%a: !sagegpu.smem<2x2x64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>) { return }
+
+// -----
+
+// The ring's encoding must fit each of its tiles.
+// expected-error @+1 {{the inner dimension must span whole swizzle widths}}
+func.func @f(%a: !sagegpu.smem<2x64x32xi8, #sagegpu.shared<swizzle = 128, bits = 8>>) { return }
+
+// -----
+
+// Tile ops take a slot of a ring, not the ring.
+func.func @f(%r: !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>>) {
+  // expected-error @+1 {{operand #0 must be shared-memory tile}}
+  %t = sagegpu.local_load %r : !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>> -> tensor<64x64xi8>
+  return
+}

@@ -144,3 +144,18 @@ func.func @dot_wait(%a: !sagegpu.smem<128x128xi8, #kmajor>, %b: !sagegpu.smem<64
   %x:2 = sagegpu.dot_wait %e, %e {pendings = 0 : i32} : tensor<128x64xi32, #wgmma>, tensor<128x64xi32, #wgmma>
   return %w, %x#1 : tensor<128x64xi32, #wgmma>, tensor<128x64xi32, #wgmma>
 }
+
+// A ring of tiles and one of mbarriers, and a slot of each.
+// CHECK-LABEL: func.func @rings
+// CHECK: %[[R:.*]] = sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #[[$SH]]>
+// CHECK: %[[B:.*]] = sagegpu.local_alloc !sagegpu.smem<2xi64>
+// CHECK: sagegpu.ring_slot %[[R]][%{{.*}}] : !sagegpu.smem<2x64x128xi8, #[[$SH]]> -> !sagegpu.smem<64x128xi8, #[[$SH]]>
+// CHECK: sagegpu.ring_slot %[[B]][%{{.*}}] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+func.func @rings(%i: i32) {
+  %r = sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #kmajor>
+  %b = sagegpu.local_alloc !sagegpu.smem<2xi64>
+  %t = sagegpu.ring_slot %r[%i] : !sagegpu.smem<2x64x128xi8, #kmajor> -> !sagegpu.smem<64x128xi8, #kmajor>
+  %m = sagegpu.ring_slot %b[%i] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %m, 1 : !sagegpu.smem<1xi64>
+  return
+}

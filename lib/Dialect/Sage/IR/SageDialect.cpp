@@ -4,6 +4,7 @@
 #include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -132,6 +133,14 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
     if (!warps || !llvm::is_contained({1, 2, 4, 8, 16}, warps.getInt()))
       return op->emitError()
              << "'" << name << "' must be an integer in {1, 2, 4, 8, 16}";
+    return success();
+  }
+  if (name == kNumStagesAttrName) {
+    auto stages = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<scf::ForOp>(op))
+      return op->emitError() << "'" << name << "' applies to scf.for only";
+    if (!stages || stages.getInt() < 1)
+      return op->emitError() << "'" << name << "' must be a positive integer";
     return success();
   }
   if (name == kMaxnregAttrName) {

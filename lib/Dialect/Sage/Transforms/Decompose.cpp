@@ -159,6 +159,14 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       if (absmax == x) // one-element granules: absmax is |x| itself
         absmax = math::AbsFOp::create(rw, op.getLoc(), x);
       scales = divideByQmax(b, absmax, scaleType, qmax);
+      // A subnormal scale is flushed to 0 (sage.quantize's semantics): a
+      // computed scale is then normal or 0, and with it |x * inv| stays
+      // below Q + 1/2, so such a quantize needs no clamp.
+      Value smallest =
+          b.constant(scaleType, double(std::numeric_limits<float>::min()));
+      Value subnormal = arith::CmpFOp::create(
+          rw, op.getLoc(), arith::CmpFPredicate::OLT, scales, smallest);
+      scales = b.select(subnormal, b.constant(scaleType, 0.0), scales);
     }
     // Ops are built one statement at a time: C++ leaves the order of
     // argument evaluation open, and the IR order must not depend on it.
@@ -177,7 +185,7 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       break;
     }
     Value clamped = rounded;
-    if (!op.getUnsaturated()) {
+    if (op.getScale() && !op.getUnsaturated()) {
       auto tileType = b.f32Tile(shape);
       Value lo = b.constant(tileType, -qmax);
       Value hi = b.constant(tileType, qmax);

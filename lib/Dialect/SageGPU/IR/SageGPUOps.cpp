@@ -128,6 +128,44 @@ LogicalResult LocalAllocOp::verify() {
   return success();
 }
 
+LocalAllocOp mlir::sagegpu::getAllocation(Value shared) {
+  if (auto slot = shared.getDefiningOp<RingSlotOp>())
+    shared = slot.getRing();
+  return shared.getDefiningOp<LocalAllocOp>();
+}
+
+void mlir::sagegpu::forEachSharedUser(LocalAllocOp alloc,
+                                      function_ref<void(Operation *)> fn) {
+  for (Operation *user : alloc->getUsers()) {
+    fn(user);
+    if (auto slot = dyn_cast<RingSlotOp>(user))
+      for (Operation *slotUser : slot->getUsers())
+        fn(slotUser);
+  }
+}
+
+LogicalResult RingSlotOp::verify() {
+  SharedTileType ring = getRing().getType(), slot = getResult().getType();
+  SmallVector<int64_t> want;
+  if (ring.isRing())
+    want.assign(ring.getShape().begin() + 1, ring.getShape().end());
+  else if (ring.isMbarrier())
+    want = {1};
+  else
+    return emitOpError() << "takes a ring of tiles (rank 3) or of mbarriers, "
+                            "not "
+                         << ring;
+  if (slot.getShape() != ArrayRef<int64_t>(want) ||
+      slot.getElementType() != ring.getElementType() ||
+      slot.getEncoding() != ring.getEncoding())
+    return emitOpError() << "a slot of " << ring << " is "
+                         << SharedTileType::get(getContext(), want,
+                                                ring.getElementType(),
+                                                ring.getEncoding())
+                         << ", not " << slot;
+  return success();
+}
+
 LogicalResult LocalLoadOp::verify() {
   return verifySameTile(*this, getResult().getType(), getSource().getType());
 }

@@ -61,9 +61,10 @@ SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!shared)
     return emitError() << "shared tiles take a #sagegpu.shared encoding, not "
                        << encoding;
-  if (shape.size() != 2)
-    return emitError() << "shared tiles have rank 2";
-  return shared.verifyEncoding(shape, elementType, emitError);
+  // A ring's encoding lays out each of its tiles.
+  if (shape.size() != 2 && shape.size() != 3)
+    return emitError() << "shared tiles have rank 2 (rank 3: a ring of them)";
+  return shared.verifyEncoding(shape.take_back(2), elementType, emitError);
 }
 
 int64_t SharedTileType::getNumElements() const {
@@ -78,5 +79,6 @@ int64_t SharedTileType::getSizeInBytes() const {
 }
 
 sage::layout::LinearLayout SharedTileType::getLinearLayout() const {
+  assert(getShape().size() == 2 && "a tile's layout (a ring has one per slot)");
   return cast<SharedEncodingAttr>(getEncoding()).toLinearLayout(getShape());
 }

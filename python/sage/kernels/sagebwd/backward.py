@@ -98,7 +98,7 @@ def sagebwd_backward(q_q, q_qt, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_
     # where they are loaded), so they hold no registers across the loop.
     kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
     vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
-    for row in sl.range(start, N, BLOCK_M):
+    for row in sl.range(start, N, BLOCK_M, num_stages=2):
         qblock = row // BLOCK_M
         # The query block's operand tiles first: their copies to shared
         # memory are in flight while S^T and P^T are computed. Q^T and dO^T

@@ -89,9 +89,9 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         # Bottom-right aligned: query row + i sees keys up to row + i + (N_KV - N).
         stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
         unmasked = sl.minimum(((row + (N_KV - N) + 1) // BLOCK_N) * BLOCK_N, unmasked)
-    for col in sl.range(0, unmasked, BLOCK_N):
+    for col in sl.range(0, unmasked, BLOCK_N, num_stages=2):
         m, l, acc = attend(col, m, l, acc, False)
-    for masked_col in sl.range(unmasked, stop, BLOCK_N):
+    for masked_col in sl.range(unmasked, stop, BLOCK_N, num_stages=2):
         m, l, acc = attend(masked_col, m, l, acc, True)
     out = acc / l
     store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),

@@ -38,6 +38,9 @@ def Sage_Dialect : Dialect {
       one of `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`.
     - `sage.num_warps` (integer, on `builtin.module`): warps per program, a
       power of two from 1 to 16.
+    - `sage.num_stages` (integer, on `scf.for`): how many iterations' copies
+      the loop keeps in flight (1: none ahead); `sagegpu-pipeline` issues
+      its TMA copies that many iterations minus one ahead.
     - `sage.maxnreg` (integer, on `builtin.module`): at most this many
       registers per thread (24 to 255, PTX `.maxnreg`), so that more
       programs fit on an SM; ptxas spills what does not fit. Without it
@@ -71,6 +74,8 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kTargetAttrName = "sage.target";
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
     static constexpr ::llvm::StringLiteral kMaxnregAttrName = "sage.maxnreg";
+    static constexpr ::llvm::StringLiteral kNumStagesAttrName =
+        "sage.num_stages";
     /// The range of sage.maxnreg (ptxas raises smaller caps to 24 and
     /// ignores larger ones).
     static constexpr int64_t kMinMaxnreg = 24, kMaxMaxnreg = 255;

@@ -253,9 +253,17 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
     ```
     absmax = max |x|                          (exact)
     scale  = absmax / Q                       (f32, round to nearest)
+    scale  = scale < 2^-126 ? 0 : scale       (a subnormal scale is flushed)
     inv    = scale == 0 ? 0 : 1 / scale       (f32, round to nearest)
     q      = clamp(round(x * inv), -Q, Q)     (product in f32; round per scheme)
     ```
+
+    A computed scale is a normal float or 0, so |x * inv| is at most
+    Q (1 + 2^-24)^3 < Q + 1/2 for every x of its granule and the clamp never
+    acts: the lowering leaves it out (`sage-decompose`). Flushing matters
+    only for granules whose absmax is below Q * 2^-126 (1.5e-36 for 127):
+    they quantize to 0, where a subnormal scale's inexact reciprocal would
+    otherwise push x * inv far past Q.
 
     With the optional `scale` operand the given scales are used instead of
     computing them (the forward's P~ takes its per-row scale from the online
@@ -263,7 +271,8 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
     that operand. With a given scale, `unsaturated` drops the clamp: the
     caller guarantees `|round(x * inv)| <= Q` (the forward's P~, at most
     p_max, with scale p_max / Q does), and q is unspecified where it does
-    not hold. The clamp costs two instructions per element.
+    not hold. The clamp (of given scales) costs two instructions per
+    element.
 
     An all-zero granule (or one holding only -0.0) gives scale 0 and all
     q = 0: no division by zero, no NaN, and dequantization returns zeros.

@@ -63,6 +63,14 @@ BlockedEncodingAttr getColumnBlockedEncoding(MLIRContext *ctx,
                                              ArrayRef<int64_t> shape,
                                              int64_t elemBytes);
 
+/// The local_alloc whose bytes `shared` names: its definition, or, for a
+/// `sagegpu.ring_slot`, its ring's (null for a buffer passed in).
+LocalAllocOp getAllocation(Value shared);
+
+/// Calls `fn` on every op that uses the bytes of `alloc`: its users, and
+/// through `sagegpu.ring_slot` the users of its slots.
+void forEachSharedUser(LocalAllocOp alloc, function_ref<void(Operation *)> fn);
+
 /// The accumulator encoding of an `m x n` matmul result computed with `kind`
 /// by `numWarps` warps: how the lowering tiles the instruction over warps.
 MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,

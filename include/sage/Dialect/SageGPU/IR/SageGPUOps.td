@@ -42,7 +42,8 @@ def SageGPU_ConvertLayoutOp : SageGPU_Op<"convert_layout", [Pure,
 //===----------------------------------------------------------------------===//
 
 def SageGPU_SharedTile : Type<CPred<"::llvm::isa<::mlir::sagegpu::SharedTileType>($_self) && "
-    "!::llvm::cast<::mlir::sagegpu::SharedTileType>($_self).isMbarrier()">,
+    "!::llvm::cast<::mlir::sagegpu::SharedTileType>($_self).isMbarrier() && "
+    "!::llvm::cast<::mlir::sagegpu::SharedTileType>($_self).isRing()">,
     "shared-memory tile", "::mlir::sagegpu::SharedTileType">;
 def SageGPU_AnyShared : Type<CPred<"::llvm::isa<::mlir::sagegpu::SharedTileType>($_self)">,
     "shared-memory buffer", "::mlir::sagegpu::SharedTileType">;
@@ -74,6 +75,30 @@ def SageGPU_LocalAllocOp : SageGPU_Op<"local_alloc", [
   let results = (outs SageGPU_AnyShared:$result);
   let assemblyFormat = [{
     ($init^ `:` type($init) `->`)? attr-dict qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def SageGPU_RingSlotOp : SageGPU_Op<"ring_slot", [Pure]> {
+  let summary = "one buffer of a ring of shared buffers";
+  let description = [{
+    Slot `index` (0 to the ring's size - 1) of a ring of tiles
+    (`!sagegpu.smem<S x R x C>` -> `!sagegpu.smem<R x C>`, same encoding)
+    or of mbarriers (`!sagegpu.smem<S x i64>` -> `!sagegpu.smem<1xi64>`):
+    the bytes at `index` times the slot's size from the ring's start. A
+    pipelined loop (`sagegpu-pipeline`) takes the slot of an iteration's
+    stage. Analyses that place or order shared memory count a use of a
+    slot as a use of its whole ring.
+
+    ```mlir
+    %k = sagegpu.ring_slot %ring[%i] : !sagegpu.smem<2x64x64xi8, #shared> -> !sagegpu.smem<64x64xi8, #shared>
+    ```
+  }];
+  let arguments = (ins SageGPU_AnyShared:$ring, I32:$index);
+  let results = (outs SageGPU_AnyShared:$result);
+  let assemblyFormat = [{
+    $ring `[` $index `]` attr-dict `:` qualified(type($ring)) `->`
+    qualified(type($result))
   }];
   let hasVerifier = 1;
 }

@@ -14,8 +14,10 @@ def SageGPU_SharedTileType : TypeDef<SageGPU_Dialect, "SharedTile"> {
     `sagegpu.local_alloc`. Its encoding, `#sagegpu.shared`, says where each
     element sits (no swizzle, or a 32/64/128-byte swizzle with one dimension
     contiguous), which is what wgmma descriptors, fragment loads, cp.async
-    and TMA agree on. A rank-1 `i64` buffer without encoding holds
-    mbarriers.
+    and TMA agree on. A rank-3 buffer with an encoding is a ring of
+    `shape[0]` such tiles, one after the other (a pipelined loop's stages;
+    `sagegpu.ring_slot` names one). A rank-1 `i64` buffer without encoding
+    holds mbarriers, one per element.
 
     Values of this type are the IR's account of shared memory: passes move
     the copies that fill them (pipelining), `sagegpu-allocate-shared-memory`
@@ -24,6 +26,7 @@ def SageGPU_SharedTileType : TypeDef<SageGPU_Dialect, "SharedTile"> {
 
     ```mlir
     !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>>
+    !sagegpu.smem<2x64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>
     !sagegpu.smem<1xi64>
     ```
   }];
@@ -39,6 +42,8 @@ def SageGPU_SharedTileType : TypeDef<SageGPU_Dialect, "SharedTile"> {
     /// The element offset -> (row, col) map (rank-2 tiles with an encoding).
     ::mlir::sage::layout::LinearLayout getLinearLayout() const;
     bool isMbarrier() const { return !getEncoding(); }
+    /// A ring of tiles (rank 3 with an encoding).
+    bool isRing() const { return getEncoding() && getShape().size() == 3; }
   }];
 }
 

@@ -94,4 +94,35 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
                            "::mlir::arith::ArithDialect"];
 }
 
+def SageGPUPipeline : Pass<"sagegpu-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Issue a loop's TMA copies stages ahead, into rings of "
+                "buffers and mbarriers";
+  let description = [{
+    Runs after `sagegpu-promote-operands` (and the loop-invariant code
+    motion that leaves each tensor map outside its loop). In an `scf.for`
+    carrying `sage.num_stages = S` (S >= 2; `sl.range(..., num_stages=S)`),
+    each `sagegpu.tma_load` of the loop body whose buffer and mbarrier are
+    allocated in the body, whose tensor map is defined outside the loop and
+    whose coordinates are side-effect-free functions of the induction
+    variable is pipelined:
+    - its buffer becomes a ring of S tiles and its mbarrier a ring of S
+      mbarriers (`sagegpu.ring_slot`), allocated and initialised once,
+      before the loop, and invalidated after it;
+    - before the loop, the copies of the first S - 1 iterations are issued
+      into slots 0 .. S - 2 (each under `scf.if` on its iteration existing);
+    - where the copy was, iteration `it` (counted from 0) issues the copy of
+      iteration `it + S - 1` into its slot `(it + S - 1) % S`, if that
+      iteration exists, and the uses of the buffer and the mbarrier take
+      slot `it % S`: the wait is for phase `(it / S) % 2`.
+    A slot is refilled S - 1 iterations after it was read: the dots that
+    read it have been waited for in that iteration, and
+    `sagegpu-insert-barriers` puts a barrier before the refill (it counts a
+    slot as its whole ring). Other loads, and loops without the attribute,
+    are left as they are. The attribute stays on the loop, for the record.
+  }];
+  let dependentDialects = ["::mlir::sagegpu::SageGPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 #endif // SAGE_DIALECT_SAGEGPU_TRANSFORMS_PASSES_TD

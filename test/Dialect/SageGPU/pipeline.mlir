@@ -1,0 +1,144 @@
+// sagegpu-pipeline: the TMA copies of a loop with sage.num_stages = S go
+// S - 1 iterations ahead, into rings of S buffers and mbarriers.
+// RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --loop-invariant-code-motion --sagegpu-promote-operands --loop-invariant-code-motion --canonicalize --cse --sagegpu-pipeline --canonicalize | FileCheck %s
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// Two stages: the rings and their mbarriers are set up before the loop and
+// the first iteration's copies issued there (if the loop runs at all).
+// CHECK-LABEL: func.func @two_stages
+// CHECK-SAME: %[[LB:[a-z0-9]+]]: i32, %[[UB:[a-z0-9]+]]: i32
+// CHECK: %[[MB:.*]] = sage.make_tensor_map %arg1
+// CHECK: %[[MA:.*]] = sage.make_tensor_map %arg0
+// CHECK: %[[RA:.*]] = sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #shared>
+// CHECK-NEXT: %[[BA:.*]] = sagegpu.local_alloc !sagegpu.smem<2xi64>
+// CHECK-NEXT: %[[BA0:.*]] = sagegpu.ring_slot %[[BA]][%c0_i32] : !sagegpu.smem<2xi64> -> !sagegpu.smem<1xi64>
+// CHECK-NEXT: sagegpu.mbarrier_init %[[BA0]], 1
+// CHECK-NEXT: %[[BA1:.*]] = sagegpu.ring_slot %[[BA]][%c1_i32]
+// CHECK-NEXT: sagegpu.mbarrier_init %[[BA1]], 1
+// CHECK: %[[RB:.*]] = sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #shared>
+// CHECK-NEXT: %[[BB:.*]] = sagegpu.local_alloc !sagegpu.smem<2xi64>
+// CHECK: %[[FIRST:.*]] = arith.cmpi slt, %[[LB]], %[[UB]] : i32
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK: %[[A0:.*]] = sagegpu.ring_slot %[[RA]][%c0_i32] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+// CHECK-NEXT: %[[A0BAR:.*]] = sagegpu.ring_slot %[[BA]][%c0_i32]
+// CHECK-NEXT: sagegpu.tma_load %[[MA]][{{.*}}], %[[A0BAR]] into %[[A0]]
+// CHECK: sagegpu.tma_load %[[MB]]
+// CHECK-NEXT: }
+// Iteration it = (j - lb) / 64 reads slot it % 2 at phase (it / 2) % 2 and
+// first issues iteration it + 1's copies into slot (it + 1) % 2, both under
+// one branch on that iteration existing.
+// CHECK: scf.for %[[J:.*]] = %[[LB]] to %[[UB]] step %c64_i32
+// CHECK: %[[IT:.*]] = arith.divui %{{.*}}, %c64_i32 : i32
+// CHECK-NEXT: %[[SLOT:.*]] = arith.remui %[[IT]], %c2_i32 : i32
+// CHECK-NEXT: %[[HALF:.*]] = arith.divui %[[IT]], %c2_i32 : i32
+// CHECK-NEXT: %[[PHASE:.*]] = arith.remui %[[HALF]], %c2_i32 : i32
+// CHECK: %[[A:.*]] = sagegpu.ring_slot %[[RA]][%[[SLOT]]]
+// CHECK: %[[NEXT:.*]] = arith.addi %[[J]], %c64_i32 : i32
+// CHECK: %[[NSLOT:.*]] = arith.remui %{{.*}}, %c2_i32 : i32
+// CHECK: %[[MORE:.*]] = arith.cmpi slt, %[[NEXT]], %[[UB]] : i32
+// CHECK-NEXT: scf.if %[[MORE]] {
+// CHECK: sagegpu.ring_slot %[[RA]][%[[NSLOT]]]
+// CHECK: sagegpu.tma_load %[[MA]]
+// CHECK: sagegpu.ring_slot %[[RB]][%[[NSLOT]]]
+// CHECK: sagegpu.tma_load %[[MB]]
+// CHECK-NEXT: }
+// CHECK-NOT: sagegpu.mbarrier_init
+// CHECK: %[[BAR:.*]] = sagegpu.ring_slot %[[BA]][%[[SLOT]]]
+// CHECK-NEXT: sagegpu.mbarrier_wait %[[BAR]], %[[PHASE]]
+// CHECK: sagegpu.dot %[[A]], %{{.*}} contract(1, 1)
+// CHECK-NOT: sagegpu.mbarrier_inval
+// CHECK: scf.yield
+// CHECK-NEXT: } {sage.num_stages = 2 : i32}
+// Every mbarrier is released after the loop.
+// CHECK-COUNT-4: sagegpu.mbarrier_inval
+func.func @two_stages(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                      %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                      %lb: i32, %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                      %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %j = %lb to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 2 : i32}
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// Three stages: two iterations' copies before the loop (slots 0 and 1, each
+// if its iteration exists), and iteration it issues it + 2's into slot
+// (it + 2) % 3.
+// CHECK-LABEL: func.func @three_stages
+// CHECK: sagegpu.local_alloc !sagegpu.smem<3x64x128xi8, #shared1>
+// CHECK-NEXT: sagegpu.local_alloc !sagegpu.smem<3xi64>
+// CHECK-COUNT-3: sagegpu.mbarrier_init
+// CHECK: %[[FIRST:.*]] = arith.cmpi sgt, %{{.*}}, %c0_i32 : i32
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK: sagegpu.ring_slot %{{.*}}[%c0_i32] : !sagegpu.smem<3x64x128xi8, #shared1>
+// CHECK: sagegpu.tma_load %{{.*}}[%c0_i64, %c0_i64]
+// CHECK: %[[SECOND:.*]] = arith.cmpi sgt, %{{.*}}, %c64_i32 : i32
+// CHECK-NEXT: scf.if %[[SECOND]] {
+// CHECK: sagegpu.ring_slot %{{.*}}[%c1_i32] : !sagegpu.smem<3x64x128xi8, #shared1>
+// CHECK: sagegpu.tma_load %{{.*}}[%c64_i64, %c0_i64]
+// CHECK: scf.for
+// CHECK: arith.remui %{{.*}}, %c3_i32
+// CHECK: arith.addi %{{.*}}, %c128_i32 : i32
+// CHECK: sagegpu.tma_load
+// CHECK: } {sage.num_stages = 3 : i32}
+// CHECK-COUNT-3: sagegpu.mbarrier_inval
+func.func @three_stages(%b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                        %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                        %x: tensor<64x128xi8>, %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c0i = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %j = %c0i to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %x[%s], %bt[%s] acc %acc contract(1, 1) using wgmma_reg_a : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 3 : i32}
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// Without the attribute (or with one stage) nothing changes: the buffer and
+// its mbarrier stay per iteration.
+// CHECK-LABEL: func.func @one_stage
+// CHECK-NOT: sagegpu.ring_slot
+// CHECK: scf.for
+// CHECK: sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared1>
+// CHECK: sagegpu.mbarrier_init
+// CHECK: sagegpu.tma_load
+// CHECK: sagegpu.mbarrier_inval
+// CHECK-NOT: sagegpu.ring_slot
+func.func @one_stage(%b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                     %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                     %x: tensor<64x128xi8>, %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c0i = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %j = %c0i to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %x[%s], %bt[%s] acc %acc contract(1, 1) using wgmma_reg_a : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 1 : i32}
+  return
+}
+}
