@@ -45,7 +45,7 @@ from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length, kv
                                          load_block_scale, load_col_stat, load_rows,
                                          load_scale, load_strided_rows, load_transposed_block,
                                          load_vector, program_head, slice_of, store_rows,
-                                         visible_transposed)
+                                         visible)
 
 LN2 = 0.6931471805599453
 
@@ -116,7 +116,7 @@ def sagebwd_backward(q_q, q_qt, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_
             k_deq = sl.dequantize(kt, sk, sl.int8_per_token if FINE_SCALES
                                   else sl.int8_per_block)
             st = st + sl.sum(k_deq * qbar, axis=1)
-        mask = visible_transposed(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL)
+        mask = visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL, transposed=True)
         pt = sl.where(mask, sl.exp2(st - load_col_stat(lse, bh, row, N, BLOCK_M)), 0.0)
         # dV_j += P^T dO_i (INT8; P per key or per block, dO per channel or
         # per block: the outer axes of dV). P^T's rows are keys.

@@ -202,24 +202,22 @@ def col_ids(col, BLOCK: int):
     return sl.iota((1, BLOCK), 1) + col
 
 
-def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
+def visible(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool,
+            transposed: bool = False):
     """``BLOCK_M x BLOCK_N`` i1: query ``row+i`` exists, key ``col+j`` exists and,
     when causal, ``col+j <= row+i + (n_kv - n)``: aligned bottom-right, as
     FlashAttention, so the last query sees every key (causal needs
-    N <= Nkv; with N == Nkv this is ``j <= i``)."""
-    rows = sl.broadcast(row_ids(row, BLOCK_M), (BLOCK_M, BLOCK_N))
-    cols = sl.broadcast(col_ids(col, BLOCK_N), (BLOCK_M, BLOCK_N))
-    mask = (rows < n) & (cols < n_kv)
-    if CAUSAL:
-        mask = mask & (cols <= rows + (n_kv - n))
-    return mask
-
-
-def visible_transposed(row, col, n, n_kv, BLOCK_M: int, BLOCK_N: int, CAUSAL: bool):
-    """:func:`visible` transposed, ``BLOCK_N x BLOCK_M``: element ``(j, i)`` is
-    whether query ``row+i`` sees key ``col+j`` (the backward's S^T orientation)."""
-    keys = sl.broadcast(row_ids(col, BLOCK_N), (BLOCK_N, BLOCK_M))
-    queries = sl.broadcast(col_ids(row, BLOCK_M), (BLOCK_N, BLOCK_M))
+    N <= Nkv; with N == Nkv this is ``j <= i``). ``transposed`` gives the
+    ``BLOCK_N x BLOCK_M`` mask of the backward's S^T orientation: element
+    ``(j, i)`` for key ``col+j`` and query ``row+i``."""
+    if transposed:
+        shape = (BLOCK_N, BLOCK_M)
+        keys = sl.broadcast(row_ids(col, BLOCK_N), shape)
+        queries = sl.broadcast(col_ids(row, BLOCK_M), shape)
+    else:
+        shape = (BLOCK_M, BLOCK_N)
+        queries = sl.broadcast(row_ids(row, BLOCK_M), shape)
+        keys = sl.broadcast(col_ids(col, BLOCK_N), shape)
     mask = (queries < n) & (keys < n_kv)
     if CAUSAL:
         mask = mask & (keys <= queries + (n_kv - n))
