@@ -142,3 +142,33 @@ func.func @one_stage(%b: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// A copy whose coordinate is carried from the last iteration is not known
+// ahead: it stays per iteration.
+// CHECK-LABEL: func.func @carried_offset
+// CHECK-NOT: sagegpu.ring_slot
+// CHECK: scf.for
+// CHECK: sagegpu.mbarrier_init
+// CHECK: sagegpu.tma_load
+// CHECK-NOT: sagegpu.ring_slot
+func.func @carried_offset(%b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                          %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                          %x: tensor<64x128xi8>, %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64i = arith.constant 64 : i64
+  %c0i = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r:2 = scf.for %j = %c0i to %ub step %c64 iter_args(%acc = %z, %row = %c0) -> (tensor<64x64xf32>, i64) : i32 {
+    %bt = sage.load %b[%row, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %x[%s], %bt[%s] acc %acc contract(1, 1) using wgmma_reg_a : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    %next = arith.addi %row, %c64i : i64
+    scf.yield %p, %next : tensor<64x64xf32>, i64
+  } {sage.num_stages = 2 : i32}
+  return
+}
+}

@@ -38,13 +38,19 @@ struct Copy {
 };
 
 /// The ops of `body` that `values` depend on, in body order, when all are
-/// side-effect free and hold no regions; nullopt otherwise.
-std::optional<SmallVector<Operation *>> sliceIn(Block *body,
+/// side-effect free and hold no regions and the only block argument among
+/// their inputs is the induction variable (a value carried from the last
+/// iteration is not known ahead); nullopt otherwise.
+std::optional<SmallVector<Operation *>> sliceIn(scf::ForOp loop,
                                                 ValueRange values) {
+  Block *body = loop.getBody();
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> work(values.begin(), values.end());
   while (!work.empty()) {
     Value v = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(v);
+        arg && arg.getOwner() == body && v != loop.getInductionVar())
+      return std::nullopt;
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != body || slice.contains(def))
       continue; // defined outside the body, or the induction variable
@@ -61,7 +67,8 @@ std::optional<SmallVector<Operation *>> sliceIn(Block *body,
 
 /// `tma` as a copy the loop can issue ahead: its buffer and mbarrier are
 /// allocated in the body and used there only (the mbarrier by its
-/// init, the copy, waits and inval), its map comes from outside the loop.
+/// init, the copy, waits and inval), its map comes from outside the loop
+/// and its coordinates from the induction variable (sliceIn).
 std::optional<Copy> pipelinable(scf::ForOp loop, TmaLoadOp tma) {
   Block *body = loop.getBody();
   auto buffer = tma.getDest().getDefiningOp<LocalAllocOp>();
@@ -78,7 +85,7 @@ std::optional<Copy> pipelinable(scf::ForOp loop, TmaLoadOp tma) {
     if (!body->findAncestorOpInBlock(*user))
       return std::nullopt;
   std::optional<SmallVector<Operation *>> coordinates =
-      sliceIn(body, {tma.getOuter(), tma.getInner()});
+      sliceIn(loop, {tma.getOuter(), tma.getInner()});
   if (!coordinates)
     return std::nullopt;
   return Copy{tma, buffer, barrier, std::move(*coordinates)};
