@@ -146,6 +146,10 @@ def test_argument_errors_name_the_argument():
     with pytest.raises(ArgumentError, match="argument x does not match the compiled "
                                             "specialisation: a 16-byte aligned pointer"):
         aligned[(4,)](x[1:], y, 1023, 1.0)
+    with pytest.raises(ArgumentError, match=r"compiled for constexprs \{'BLOCK': 256\}, "
+                       r"num_warps=4 and maxnreg=None, called with \{'BLOCK': 256\}, "
+                       r"num_warps=4 and maxnreg=64"):
+        aligned[(4,)](x, y, 1024, 1.0, maxnreg=64)
     # Through the JIT itself a misaligned view is a new specialisation, not an error.
     kernel[(4,)](x[1:], y, 1023, 1.0)
     torch.cuda.synchronize()
