@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
@@ -92,9 +93,10 @@ bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,
   unsigned bits = elem.getIntOrFloatBitWidth();
   int64_t innerBytes = box[inner] * (bits / 8), outer = box[1 - inner];
   // A swizzled slab needs whole 8-row atoms (layout::shared).
-  return bits % 8 == 0 && (swizzle == 32 || swizzle == 64 || swizzle == 128) &&
-         innerBytes > 0 && innerBytes % swizzle == 0 && outer >= 8 &&
-         outer % 8 == 0 && outer <= kMaxBoxEntries;
+  return bits % 8 == 0 && swizzle != 0 && layout::isValidSwizzle(swizzle) &&
+         innerBytes > 0 && innerBytes % swizzle == 0 &&
+         outer >= layout::kAtomRows && outer % layout::kAtomRows == 0 &&
+         outer <= kMaxBoxEntries;
 }
 
 LogicalResult MakeTensorMapOp::verify() {
