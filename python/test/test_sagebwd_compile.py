@@ -41,11 +41,6 @@ SPILLS_OUTSIDE_LOOPS = {
     # The D=128 forward with Q-smoothing: 255 registers, its K-scale loads
     # issued before the key tile's wait.
     ("sagebwd_forward", 128): lambda flags: flags["smooth_q"],
-    # The D=64 forward is capped at 128 registers without Q-smoothing
-    # (default_tiles): the causal one with fine scales keeps two predicates in
-    # local memory from its prologue to its epilogue (8 bytes); uncapped,
-    # the forward was 1.07x slower (bench/results/2026-11-25-h100-ab.md).
-    ("sagebwd_forward", 64): lambda flags: not flags["smooth_q"],
 }
 
 

@@ -89,7 +89,7 @@ def test_prepass_quantization_is_bit_exact():
     ref = emulate_forward(q, k, v, cfg).saved
     for name in ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "v_q", "v_scale", "k_mean"):
         got, want = getattr(saved, name), getattr(ref, name)
-        if name == "k_scale":  # rows padded to 16 tokens (0 past Nkv)
+        if name in ("q_scale", "k_scale"):  # rows padded to 16 tokens (0 past the end)
             assert not got[:, want.shape[-1]:].any()
             got = token_scales(got, want.shape[-1])
         np.testing.assert_array_equal(got.reshape(want.shape), want, err_msg=name)

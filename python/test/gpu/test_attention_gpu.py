@@ -170,7 +170,7 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
         return x.reshape(shape).cpu().numpy()
     return QuantizedInputs(
         q_q=arr(saved.q_q, s.batch, s.heads, s.n, s.d),
-        q_scale=arr(saved.q_scale, s.batch, s.heads, q_scales),
+        q_scale=arr(token_scales(saved.q_scale, q_scales), s.batch, s.heads, q_scales),
         q_mean=arr(saved.q_mean, s.batch, s.heads, nq, s.d) if saved.plan.smooth_q else None,
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
         k_scale=arr(token_scales(saved.k_scale, k_scales), s.batch, s.kv_heads, k_scales),

@@ -30,9 +30,10 @@ def cdiv(n, block: int):
     return (n + (block - 1)) // block
 
 
-#: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``) and of the
-#: per-token K scales are padded to this many tokens: each row starts 16-byte
-#: aligned (cp.async and TMA move 16 bytes), and scales load in whole pairs.
+#: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``, ``q_qt``) and of
+#: the per-token Q and K scales are padded to this many tokens: each row
+#: starts 16-byte aligned (cp.async and TMA move 16 bytes), and scales load in
+#: whole pairs.
 TOKEN_PAD = 16
 
 
@@ -42,11 +43,12 @@ def padded_tokens(n):
     return cdiv(n, TOKEN_PAD) * TOKEN_PAD
 
 
-def k_scale_row_length(n_kv, BLOCK_N: int, PER_TOKEN: bool):
-    """The row length of ``k_scale`` (one row per (batch, kv head)): Nkv
-    padded to :data:`TOKEN_PAD` per token (0 scales past Nkv), else one per
-    block (an int, or a runtime length in a kernel)."""
-    return padded_tokens(n_kv) if PER_TOKEN else cdiv(n_kv, BLOCK_N)
+def scale_row_length(n, BLOCK: int, PER_TOKEN: bool):
+    """The row length of ``q_scale`` or ``k_scale`` (one row per (batch,
+    head)) for ``n`` tokens in blocks of BLOCK: ``n`` padded to
+    :data:`TOKEN_PAD` per token (0 scales past ``n``), else one per block (an
+    int, or a runtime length in a kernel)."""
+    return padded_tokens(n) if PER_TOKEN else cdiv(n, BLOCK)
 
 
 def program_head(heads, axis: int = 1):

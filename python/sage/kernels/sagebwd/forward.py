@@ -29,8 +29,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
     i8, V^ transposed (key-contiguous: the PV operand is copied straight to
     shared memory), its tokens in sigma16 order; *_scale: one f32 per block
-    (with FINE_SCALES Q and K one per token, K's rows padded to 16 tokens,
-    and V one per channel of the block). o (B, H, N, D) with
+    (with FINE_SCALES Q and K one per token, rows padded to 16 tokens, and V
+    one per channel of the block). o (B, H, N, D) with
     strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
     lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
@@ -43,7 +43,11 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     row = block * BLOCK_M
     nkv_blocks = cdiv(N_KV, BLOCK_N)
     qt = load_rows(q_q, bh, row, N, BLOCK_M, D)
-    sq = load_scale(q_scale, bh, block, row, N, BLOCK_M, FINE_SCALES)
+    # Per token, Q's scales are read like K's, over their padded row (0
+    # past N): whole pairs, and a bound of their own. Bounded by N, their
+    # row predicates would be the O store's (one expression), held through
+    # both loops; at the D=64 forward's 128-register cap ptxas spilled them.
+    sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
     qbar = load_vector(q_mean, bh * cdiv(N, BLOCK_M) + block, D) if SMOOTH_Q else None
 
     def attend(col, m, l, acc, MASKED: bool):

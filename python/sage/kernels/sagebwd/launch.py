@@ -23,7 +23,7 @@ from sage.jit.specialize import kernel_params
 from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
-from sage.kernels.sagebwd.common import cdiv, k_scale_row_length, padded_tokens
+from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
 from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
@@ -85,9 +85,8 @@ def default_tiles(d: int, smooth_q: bool = False) -> Tiles:
     matmul of the forward and the backward selects wgmma (255 registers in
     the backward, no spills). Without ``smooth_q`` the forward is capped at
     128 registers (168 uncapped): four programs per SM instead of three,
-    1.06-1.07x faster (bench/results/2026-11-25-h100-ab.md); ptxas keeps its
-    loops spill-free (20 bytes spilled outside them). With Q-smoothing the
-    cap would spill inside the loops.
+    1.06-1.07x faster (bench/results/2026-11-25-h100-ab.md), and without
+    spills. With Q-smoothing the cap would spill inside the loops.
 
     D=128: 64 x 64 tiles, 8 warps (mma.sync backward; on one warpgroup it
     spills), the forward on one warpgroup (wgmma). 64 x 32 tiles were 1.48x
@@ -200,9 +199,9 @@ def int8_v(qt, n: int):
 
 def token_scales(scales, n: int):
     """The (X, n) per-token scales of a scale buffer whose rows may be padded
-    (``k_scale`` with fine scales has :func:`padded_tokens` of Nkv columns, 0
-    past Nkv), a torch tensor or a numpy array, as a view. Per-block scales
-    (n = their block count) come back whole."""
+    (``q_scale`` and ``k_scale`` with fine scales have :func:`padded_tokens`
+    of N and Nkv columns, 0 past the end), a torch tensor or a numpy array,
+    as a view. Per-block scales (n = their block count) come back whole."""
     return scales[:, :n]
 
 
@@ -265,13 +264,14 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
     return {
         "q_q": BufferSpec((bh, shape.n, d), "int8"),
-        "q_scale": BufferSpec((bh, shape.n if fine_scales else nq), "float32"),
+        # Per token, Q's and K's scale rows are padded to 16 tokens (0 past
+        # the end), so that the kernels load them in whole pairs.
+        "q_scale": BufferSpec((bh, scale_row_length(shape.n, tiles.block_m, fine_scales)),
+                              "float32"),
         "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
         "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
-        # Per token, the rows are padded to 16 tokens, so that the forward
-        # loads them in whole pairs.
-        "k_scale": BufferSpec((bhkv, k_scale_row_length(shape.n_kv, tiles.block_n,
+        "k_scale": BufferSpec((bhkv, scale_row_length(shape.n_kv, tiles.block_n,
                                                         fine_scales)), "float32"),
         # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
         # in the forward, so K-major there is key-contiguous; the copies go

@@ -10,9 +10,9 @@ of a sequence are 0 in every quantized tile, so they do not move the absmax.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, k_scale_row_length,
-                                         load_strided_rows, program_head,
-                                         load_vector, quantize_block_to, row_ids, store_vector)
+from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, load_vector,
+                                         program_head, quantize_block_to, row_ids,
+                                         scale_row_length, store_vector)
 
 
 def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
@@ -37,7 +37,8 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
     """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
 
     q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
-    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N) per token with FINE_SCALES;
+    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N padded to 16) per token
+    with FINE_SCALES (0 scales past N);
     q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
@@ -54,7 +55,8 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
         mean = sl.sum(x, axis=0) / count
         x = sl.where(row_ids(row, BLOCK_M) < N, x - mean, 0.0)
         store_vector(q_mean, mean, bh * nblocks + block, D)
-    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D, FINE_SCALES)
+    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D, FINE_SCALES,
+                      scale_rows=scale_row_length(N, BLOCK_M, FINE_SCALES))
 
 
 def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, stride_kb,
@@ -88,7 +90,7 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
-                      scale_rows=k_scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
+                      scale_rows=scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     # Read in sigma16 order and stored as it is, over every padded slot; the
     # block absmax does not depend on the order.
