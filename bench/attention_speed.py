@@ -5,10 +5,10 @@
 
 For B=4, H=32, D in {64, 128}, N in {1K, 4K, 16K}, causal and not: the
 forward, the backward and forward+backward of each provider, in one process,
-on the same inputs. Times are medians of CUDA-event timings, each repetition
-after an L2 flush, after a warm-up call (compilation stays out of the
-numbers; the first call's time is recorded separately). Repetitions are
-capped by ``--rep-ms`` per measurement; a measurement whose projected time
+on the same inputs. Times are medians of CUDA-event timings (bench/timing.py),
+each repetition after an L2 flush, after a warm-up call (compilation stays out
+of the numbers; the first call's time is recorded separately). Repetitions
+are capped by ``--rep-ms`` per measurement; a measurement whose projected time
 (from the same provider/pass at a smaller N, scaled by N^2) exceeds
 ``--max-call-s`` per call or the remaining ``--budget-s`` is skipped and
 marked. A provider that fails on a case is recorded with its error and the
@@ -22,9 +22,7 @@ speed ratios: ``sage/cuDNN`` = t_cuDNN / t_sage (above 1: sage is faster).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -33,13 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
+import timing  # noqa: E402  (bench/timing.py)
+from timing import torch  # noqa: E402  (None without torch: the CPU tests import the rest)
 
 common.add_python_path()
-
-try:  # the benchmark needs torch; the CPU tests import the torch-free parts
-    import torch
-except ImportError:  # pragma: no cover - depends on the machine
-    torch = None  # type: ignore[assignment]
 
 PASSES = ("fwd", "bwd", "fwdbwd")
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "fwd+bwd"}
@@ -97,51 +92,7 @@ def project_ms(history: dict[tuple[str, int, bool, str], tuple[int, float]],
     return ms * (case.n / n) ** 2
 
 
-def speed_ratio(sage_ms: float | None, other_ms: float | None) -> float | None:
-    """t_other / t_sage: above 1 means sage is faster (None if either is missing)."""
-    if not sage_ms or not other_ms:
-        return None
-    return other_ms / sage_ms
-
-
 # --------------------------------------------------------------------------- GPU side
-
-class Timer:
-    """Median CUDA-event time of a callable, with an L2 flush before each repetition."""
-
-    def __init__(self, rep_ms: float, min_reps: int, max_reps: int) -> None:
-        self.rep_ms, self.min_reps, self.max_reps = rep_ms, min_reps, max_reps
-        self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
-
-    def _once(self, fn: Callable[[], Any]) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        self.flush.zero_()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
-    def __call__(self, fn: Callable[[], Any]) -> dict[str, Any]:
-        """Warm-up call (host-timed, includes compilation), one estimate, then repetitions."""
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        first_s = time.perf_counter() - t0
-        estimate = self._once(fn)
-        reps = max(self.min_reps, min(self.max_reps, int(self.rep_ms / max(estimate, 1e-3))))
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for start, end in zip(starts, ends):
-            self.flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        return {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-                "reps": reps, "first_call_s": first_s, "estimate_ms": estimate}
-
 
 def forward_fn(provider: str, q: Any, k: Any, v: Any, causal: bool) -> Callable[[], Any]:
     """The provider's forward as a callable returning O."""
@@ -169,11 +120,6 @@ def pass_fn(pass_name: str, forward: Callable[[], Any], inputs: tuple[Any, ...],
     return lambda: torch.autograd.grad(o, inputs, do, retain_graph=True)
 
 
-def _rel_l2(x: Any, ref: Any) -> float:
-    x, ref = x.detach().float(), ref.detach().float()
-    return float((x - ref).norm() / ref.norm())
-
-
 def sanity(q: Any, k: Any, v: Any, do: Any, case: SpeedCase,
            providers: Sequence[str]) -> dict[str, Any]:
     """Relative L2 of sage's O, dQ, dK, dV against the first SDPA backend that runs
@@ -196,13 +142,13 @@ def sanity(q: Any, k: Any, v: Any, do: Any, case: SpeedCase,
             continue
         results["against"] = provider
         for name, x, r in zip(("o", "dq", "dk", "dv"), (o, *grads), (ref, *ref_grads)):
-            results[name] = _rel_l2(x, r)
+            results[name] = timing.rel_l2(x, r)
         break
     return results
 
 
-def run_case(case: SpeedCase, options: argparse.Namespace, timer: Timer, budget: common.Budget,
-             history: dict[tuple[str, int, bool, str], tuple[int, float]],
+def run_case(case: SpeedCase, options: argparse.Namespace, timer: timing.Timer,
+             budget: common.Budget, history: dict[tuple[str, int, bool, str], tuple[int, float]],
              log: Callable[[str], None]) -> dict[str, Any]:
     """All providers and passes of one case."""
     row: dict[str, Any] = {"case": case.name, **asdict(case), "providers": {}}
@@ -294,8 +240,8 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
             cells += [None if ms[p] is None else f"{tflops(case, pass_name, ms[p]):.1f}"
                       for p in providers]
             if "sage" in providers:
-                cells += [None if speed_ratio(ms["sage"], ms[p]) is None
-                          else f"{speed_ratio(ms['sage'], ms[p]):.2f}x" for p in others]
+                ratios = [timing.speed_ratio(ms["sage"], ms[p]) for p in others]
+                cells += [None if r is None else f"{r:.2f}x" for r in ratios]
             table.append(cells)
     lines = [common.markdown_table(headers, table, right=[False, False]
                                    + [True] * (len(headers) - 2)), "",
@@ -319,74 +265,40 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("json", type=Path, help="where the JSON results go")
-    parser.add_argument("markdown", type=Path, help="where the markdown table goes")
-    parser.add_argument("--quick", action="store_true", help="D=128, N in {1K, 4K}")
-    parser.add_argument("--cases", type=common.split_patterns, default=None,
-                        help="comma-separated substrings/globs of case names, e.g. "
-                             "'d128-n4096,*-causal'")
-    parser.add_argument("--passes", type=common.split_patterns, default=list(PASSES),
-                        help="comma-separated subset of fwd,bwd,fwdbwd")
-    parser.add_argument("--providers", type=common.split_patterns, default=list(PROVIDERS),
-                        help="comma-separated subset of sage,cudnn,flash")
-    parser.add_argument("--budget-s", type=float, default=330.0,
-                        help="wall-clock budget; measurements projected past it are skipped")
-    parser.add_argument("--max-call-s", type=float, default=5.0,
-                        help="skip a measurement whose single call is projected longer")
-    parser.add_argument("--rep-ms", type=float, default=150.0,
-                        help="target time of the repetitions of one measurement")
-    parser.add_argument("--min-reps", type=int, default=3)
-    parser.add_argument("--max-reps", type=int, default=100)
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line (see the module's docstring)."""
+    parser = common.BenchmarkParser(
+        __doc__.splitlines()[0], markdown_help="where the markdown table goes",
+        quick_help="D=128, N in {1K, 4K}", cases_example="d128-n4096,*-causal",
+        subsets={"--passes": PASSES, "--providers": PROVIDERS})
+    timing.add_timing_options(parser, budget_s=330.0, rep_ms=150.0, min_reps=3, max_reps=100,
+                              max_call_s=5.0)
     parser.add_argument("--no-check", dest="check", action="store_false",
                         help="skip the sage-vs-SDPA sanity check of each case")
-    options = parser.parse_args(argv)
-    for name, values, allowed in (("--passes", options.passes, PASSES),
-                                  ("--providers", options.providers, PROVIDERS)):
-        bad = [x for x in values if x not in allowed]
-        if bad:
-            parser.error(f"{name}: unknown {bad}; expected a subset of {','.join(allowed)}")
+    return parser.parse_args(argv)
 
-    def log(text: str) -> None:
-        print(text, flush=True)
 
+def header(results: dict[str, Any]) -> str:
+    """The report's title line (date, device, versions, commit, time) and command."""
+    return common.report_header(results, "Attention speed, bf16, B=4 H=32", "attention_speed.py")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Times the selected cases, writes the JSON and the markdown; 1 if the run failed."""
+    options = parse_args(argv)
     budget = common.Budget(options.budget_s)
     results: dict[str, Any] = {"argv": list(argv or sys.argv[1:]), "quick": options.quick,
                                "flop_convention": "fwd 4BHN^2D (causal /2), bwd 2.5x, "
                                                   "fwdbwd 3.5x", "rows": []}
-    try:
-        if torch is None or not torch.cuda.is_available():
-            raise RuntimeError("needs torch and a CUDA device")
-        timer = Timer(options.rep_ms, options.min_reps, options.max_reps)
+
+    def start(timer: timing.Timer) -> Callable[[SpeedCase], dict[str, Any]]:
+        """The runner of one case; N^2 projections are kept across cases."""
         history: dict[tuple[str, int, bool, str], tuple[int, float]] = {}
-        for case in speed_cases(options.quick):
-            if not common.matches(case.name, options.cases):
-                continue
-            log(case.name)
-            try:
-                results["rows"].append(run_case(case, options, timer, budget, history, log))
-            except Exception as exc:  # noqa: BLE001 - e.g. out of memory allocating inputs
-                results["rows"].append({"case": case.name, **asdict(case), "providers": {},
-                                        "error": common.error_text(exc)})
-                log(f"  {case.name}: {results['rows'][-1]['error']}")
-                torch.cuda.empty_cache()
-    except Exception as exc:  # noqa: BLE001 - still write what there is
-        results["error"] = common.error_text(exc, 2000)
-    results["environment"] = common.environment()
-    results["elapsed_s"] = budget.elapsed()
-    env = results["environment"]
-    header = (f"## Attention speed, bf16, B=4 H=32 ({env['date_utc']}, "
-              f"{env.get('device', '-')}, torch {env.get('torch', '-')}, cuDNN "
-              f"{env.get('cudnn', '-')}, commit {env['commit']}, {results['elapsed_s']:.0f} s)\n\n"
-              f"Command: `python3 bench/attention_speed.py {' '.join(results['argv'])}`")
+        return lambda case: run_case(case, options, timer, budget, history, common.log)
+
+    timing.run_cases(results, speed_cases(options.quick), options, start)
     body = render(results["rows"], options.providers, options.passes)
-    if "error" in results:
-        body = f"**Run failed:** {results['error']}\n\n" + body
-    markdown = header + "\n\n" + body
-    common.write_outputs(options.json, options.markdown, results, markdown)
-    print("\n" + markdown)
-    return 1 if "error" in results else 0
+    return common.write_report(results, options.json, options.markdown, budget, header, body)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Helpers shared by the attention benchmarks (bench/accuracy.py, bench/attention_speed.py).
+"""Helpers shared by the benchmarks (bench/accuracy.py, bench/attention_speed.py, ...).
 
-Torch-free: markdown tables, the JSON + markdown outputs, a wall-clock
-budget, and the run's environment (torch is imported only if it is already
-loaded, so the CPU-only modes and tests never need it).
+Torch-free: markdown tables, the command line's outputs and case selection,
+the JSON + markdown outputs and the report, a wall-clock budget, and the run's
+environment (torch is imported only if it is already loaded, so the CPU-only
+modes and tests never need it). The GPU timing is in bench/timing.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import json
 import math
@@ -14,7 +16,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,11 @@ def add_python_path() -> None:
     path = str(REPO / "python")
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+def log(text: str) -> None:
+    """Prints a progress line at once (the device tool returns the output's tail)."""
+    print(text, flush=True)
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -77,6 +84,38 @@ def matches(name: str, patterns: Sequence[str] | None) -> bool:
 def split_patterns(text: str | None) -> list[str]:
     """``"a,b, c"`` -> ``["a", "b", "c"]`` (None or "" -> [])."""
     return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+class BenchmarkParser(argparse.ArgumentParser):
+    """A benchmark's command line: the JSON and markdown output paths, ``--quick``,
+    ``--cases`` (see :func:`matches`) and comma-separated subset options such as
+    ``--providers``, which :meth:`parse_args` checks against their allowed values."""
+
+    def __init__(self, description: str, *, markdown_help: str, quick_help: str,
+                 cases_example: str, subsets: dict[str, Sequence[str]]) -> None:
+        super().__init__(description=description)
+        self.subsets = dict(subsets)
+        self.add_argument("json", type=Path, help="where the JSON results go")
+        self.add_argument("markdown", type=Path, help=markdown_help)
+        self.add_argument("--quick", action="store_true", help=quick_help)
+        self.add_argument("--cases", type=split_patterns, default=None,
+                          help="comma-separated substrings/globs of case names, e.g. "
+                               f"'{cases_example}'")
+        for option, allowed in self.subsets.items():
+            self.add_argument(option, type=split_patterns, default=list(allowed),
+                              help=f"comma-separated subset of {','.join(allowed)}")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """``ArgumentParser.parse_args``; exits through ``error`` if a subset option
+        names a value it does not allow."""
+        options = super().parse_args(args, namespace)
+        for option, allowed in self.subsets.items():
+            bad = [x for x in getattr(options, option.lstrip("-").replace("-", "_"))
+                   if x not in allowed]
+            if bad:
+                self.error(f"{option}: unknown {bad}; expected a subset of {','.join(allowed)}")
+        return options
 
 
 class Budget:
@@ -144,6 +183,40 @@ def write_outputs(json_path: Path | None, md_path: Path | None, results: dict[st
     if md_path is not None:
         md_path.parent.mkdir(parents=True, exist_ok=True)
         md_path.write_text(markdown.rstrip() + "\n")
+
+
+#: How :func:`report_header` names the versions of ``environment()``.
+VERSION_LABELS = {"torch": "torch", "cudnn": "cuDNN", "triton": "Triton"}
+
+
+def report_header(results: dict[str, Any], title: str, script: str,
+                  versions: Sequence[str] = ("torch", "cudnn"), command_note: str = "") -> str:
+    """A report's first lines, from ``results`` after :func:`write_report` has filled in
+    its environment and time: ``## TITLE (date, device, versions, commit, time)`` and the
+    command (``python3 bench/SCRIPT ARGV``, then ``command_note``)."""
+    env = results["environment"]
+    facts = [env["date_utc"], env.get("device", "-"),
+             *(f"{VERSION_LABELS[name]} {env.get(name, '-')}" for name in versions),
+             f"commit {env['commit']}", f"{results['elapsed_s']:.0f} s"]
+    command = f"`python3 bench/{script} {' '.join(results['argv'])}`"
+    return (f"## {title} ({', '.join(facts)})\n\nCommand: {command}"
+            + (f" {command_note}" if command_note else ""))
+
+
+def write_report(results: dict[str, Any], json_path: Path | None, md_path: Path | None,
+                 budget: Budget, header: Callable[[dict[str, Any]], str], body: str) -> int:
+    """Ends a run: records its environment and elapsed time in ``results``, writes them
+    as JSON and ``header(results)`` + ``body`` as markdown (body behind a "Run failed"
+    line when ``results`` has an error), prints the markdown, and returns the exit
+    status (1 after an error)."""
+    results["environment"] = environment()
+    results["elapsed_s"] = budget.elapsed()
+    if "error" in results:
+        body = f"**Run failed:** {results['error']}\n\n" + body
+    markdown = header(results) + "\n\n" + body
+    write_outputs(json_path, md_path, results, markdown)
+    print("\n" + markdown)
+    return 1 if "error" in results else 0
 
 
 def error_text(exc: BaseException, limit: int = 400) -> str:

@@ -1,4 +1,5 @@
-"""CPU tests of the torch-free parts of bench/attention_speed.py and bench/common.py."""
+"""CPU tests of the torch-free parts of bench/attention_speed.py, bench/timing.py and
+bench/common.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from repo_files import load_bench
 
 speed = load_bench("attention_speed")
 common = load_bench("common")
+timing = load_bench("timing")
 
 
 def test_flops_follow_flash_attention():
@@ -38,8 +40,41 @@ def test_projection_and_ratio():
     history = {("sage", 64, True, "bwd"): (1024, 2.0)}
     assert speed.project_ms(history, "sage", case, "bwd") == pytest.approx(32.0)
     assert speed.project_ms(history, "sage", case, "fwd") is None
-    assert speed.speed_ratio(2.0, 1.0) == 0.5
-    assert speed.speed_ratio(None, 1.0) is None
+    assert timing.speed_ratio(2.0, 1.0) == 0.5
+    assert timing.speed_ratio(None, 1.0) is None
+
+
+def test_rel_l2():
+    torch = pytest.importorskip("torch")
+    ref = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert timing.rel_l2(torch.tensor([3.0, 4.5], dtype=torch.bfloat16), ref) == \
+        pytest.approx(0.1)
+    assert timing.rel_l2(ref, ref) == 0.0
+
+
+def test_command_line():
+    options = speed.parse_args(["o.json", "o.md"])
+    assert options.passes == list(speed.PASSES) and options.providers == list(speed.PROVIDERS)
+    assert (options.budget_s, options.max_call_s, options.rep_ms, options.min_reps,
+            options.max_reps) == (330.0, 5.0, 150.0, 3, 100)
+    assert options.cases is None and not options.quick and options.check
+    options = speed.parse_args(["o.json", "o.md", "--quick", "--cases", "d64,*-causal",
+                                "--passes", "fwd", "--providers", "sage,flash", "--no-check"])
+    assert options.quick and options.cases == ["d64", "*-causal"] and not options.check
+    assert options.passes == ["fwd"] and options.providers == ["sage", "flash"]
+    for argv in (["--passes", "fwd,back"], ["--providers", "sage,xformers"]):
+        with pytest.raises(SystemExit):
+            speed.parse_args(["o.json", "o.md", *argv])
+
+
+def test_report_header():
+    results = {"argv": ["o.json", "o.md", "--quick"], "elapsed_s": 12.4,
+               "environment": {"date_utc": "DATE", "commit": "abc", "torch": "2.9",
+                               "triton": "3.5"}}
+    assert common.report_header(results, "Speed", "x.py", versions=("torch", "cudnn", "triton"),
+                                command_note="(note)") == (
+        "## Speed (DATE, -, torch 2.9, cuDNN -, Triton 3.5, commit abc, 12 s)\n\n"
+        "Command: `python3 bench/x.py o.json o.md --quick` (note)")
 
 
 def test_derived_backward_and_render():

@@ -37,6 +37,8 @@ def compile_once(**kwargs):
     ("SAGE_DUMP", "ptx,sass", r"unknown stage\(s\) \['sass'\]"),
     ("SAGE_DUMP", ",", "unknown stage"),
     ("SAGE_CUBIN", "sometimes", "expected one of 1, 0"),
+    ("SAGE_AUTOTUNE_CACHE", "never", "expected one of 1, 0, true"),
+    ("SAGE_PRINT_AUTOTUNING", "loud", "expected one of 1, 0, true"),
 ])
 def test_bad_values_are_errors_naming_the_variable(monkeypatch, env, value, message):
     monkeypatch.setenv(env, value)
@@ -65,6 +67,14 @@ def test_default_cache_dir_follows_xdg(monkeypatch, tmp_path):
     assert knobs.cache_dir.get() == tmp_path / "sage"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert knobs.cache_dir.get() == Path.home() / ".cache" / "sage"
+
+
+def test_autotune_knobs_default_to_a_silent_disk_cache(monkeypatch):
+    assert knobs.autotune_cache.get() is True and knobs.print_autotuning.get() is False
+    monkeypatch.setenv("SAGE_AUTOTUNE_CACHE", "off")
+    monkeypatch.setenv("SAGE_PRINT_AUTOTUNING", "on")
+    assert knobs.autotune_cache.get() is False and knobs.print_autotuning.get() is True
+    assert knobs.output_environment() == (), "they change no compiled output"
 
 
 def test_every_knob_is_documented():

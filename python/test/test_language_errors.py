@@ -78,7 +78,42 @@ def test_matmul_operand_types():
         y = sl.load(b, (16, 16), (0, 0), (16, 1), (n, 16))
         sl.matmul(x, y.to(sl.bfloat16))  # HERE
 
-    expect_error(kernel, [F16, F16, N], {}, r"must both be f16 or both bf16, got tensor<16x16xf16> and tensor<16x16xbf16>", "# HERE")
+    expect_error(kernel, [F16, F16, N], {}, r"must both be f16, both bf16 or both int8, got "
+                 r"tensor<16x16xf16> and tensor<16x16xbf16>", "# HERE")
+
+    def mixed(a, b, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        y = sl.load(b, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.matmul(x, y)  # HERE
+
+    expect_error(mixed, [I8, F16, N], {}, r"must both be f16, both bf16 or both int8, got "
+                 r"tensor<16x16xi8> and tensor<16x16xf16>", "# HERE")
+
+    def f32_tiles(a, n):
+        x = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.matmul(x, x)  # HERE
+
+    expect_error(f32_tiles, [F32, N], {}, r"matmul's lhs must be a tile of f16, bf16, i8, "
+                 r"got tensor<16x16xf32>", "# HERE")
+
+
+@pytest.mark.parametrize("operands,acc,want", [(I8, sl.float32, "i32"), (F16, sl.int32, "f32")])
+def test_matmul_accumulates_in_int32_or_float32(operands, acc, want):
+    def kernel(a, n):
+        x = sl.load(a, (16, 32), (0, 0), (32, 1), (n, 32))
+        sl.matmul(x, x, acc=sl.zeros((16, 16), acc))  # HERE
+
+    expect_error(kernel, [operands, N], {}, rf"acc must be a tile of {want}, got "
+                 rf"tensor<16x16x{acc.mlir}>", "# HERE")
+
+
+def test_int8_matmul_contraction_is_bounded():
+    def too_long(a, n):
+        x = sl.load(a, (1, 262144), (0, 0), (262144, 1), (n, 262144))
+        sl.matmul(x, x)  # HERE
+
+    expect_error(too_long, [I8, N], {}, r"a contraction of 262144 elements may overflow int32 "
+                 r"\(at most 131072\)", "# HERE")
 
 
 def test_shape_mismatch():

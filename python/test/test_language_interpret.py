@@ -7,7 +7,7 @@ import pytest
 
 import sage.language as sl
 from sage.reference import to_bf16
-from test_language_kernels import (attention_forward, every_op, half_matmul,
+from test_language_kernels import (attention_forward, every_op, half_matmul, half_operands,
                                    quant_matmul_example, row_softmax)
 
 RNG = np.random.default_rng(7)
@@ -43,14 +43,7 @@ def test_example_main_passes_in_the_interpreter(monkeypatch):
 @pytest.mark.parametrize("dtype", [sl.float16, sl.bfloat16])
 def test_half_matmul(dtype):
     m, n, k = 50, 40, 70
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    if dtype is sl.float16:
-        a, b = a.astype(np.float16), b.astype(np.float16)
-        args = [a, b]
-    else:
-        a, b = to_bf16(a), to_bf16(b)
-        args = [sl.Buffer(a, sl.bfloat16), sl.Buffer(b, sl.bfloat16)]
+    (a, b), args = half_operands(RNG, dtype, (m, k), (k, n))
     c = np.zeros((m, n), np.float32)
     sl.interpret(half_matmul, (_cdiv(m, 32), _cdiv(n, 32)), [*args, c, m, n, k],
                  dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16))

@@ -8,13 +8,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import sage.language as sl
 from repo_files import load_example
+from sage.reference import to_bf16
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 quant_matmul_example = load_example("quant_matmul")
+
+
+def half_operands(rng: np.random.Generator, dtype: sl.DType,
+                  *shapes: tuple[int, int]) -> tuple[list[np.ndarray], list]:
+    """Random f16 or bf16 operands: their values (float16, or float32 holding
+    bf16) and the interpreter arguments that hold them."""
+    values = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    if dtype is sl.float16:
+        values = [x.astype(np.float16) for x in values]
+        return values, list(values)
+    values = [to_bf16(x) for x in values]
+    return values, [sl.Buffer(x, sl.bfloat16) for x in values]
 
 
 def half_matmul(a, b, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,

@@ -449,6 +449,26 @@ def test_matmul_f16_and_bf16():
         ref.matmul(lhs, ref.to_bf16(lhs.astype(np.float32)))
 
 
+
+def test_matmul_int8_accumulates_exactly_in_int32_and_wraps():
+    lhs = np.array([[1, -2], [127, 127]], np.int8)
+    rhs = np.array([[3, 4], [-127, 127]], np.int8)
+    out = ref.matmul(lhs, rhs)                  # lhs @ rhs^T, exact
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, [[-5, -381], [889, 0]])
+    acc = np.array([[1, 2], [3, np.iinfo(np.int32).max]], np.int32)
+    summed = ref.matmul(lhs, rhs, acc=acc)
+    assert summed.dtype == np.int32
+    # The last sum is int32 max + 0; the one before it crosses nothing.
+    np.testing.assert_array_equal(summed, [[-4, -379], [892, np.iinfo(np.int32).max]])
+    # Past int32 max the sum wraps modulo 2^32, as the tensor cores' does.
+    top = np.full((1, 1), np.iinfo(np.int32).max, np.int32)
+    one = np.ones((1, 1), np.int8)
+    assert ref.matmul(one, one, acc=top)[0, 0] == np.iinfo(np.int32).min
+    with pytest.raises(ValueError, match="acc must be int32"):
+        ref.matmul(lhs, rhs, acc=np.zeros((2, 2)))
+
+
 # --------------------------------------------------------------------------- softmax
 
 def _assert_stats(got: tuple, expected: tuple) -> None:

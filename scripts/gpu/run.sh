@@ -11,6 +11,8 @@
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
+#     gemm      bench/gemm_speed.py (issue #11: sage INT8 / bf16 GEMMs vs torch._int_mm, Triton
+#               INT8 and cuBLAS bf16; extra arguments in SAGE_GEMM_ARGS, e.g. --sage-tiles)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
 #               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
@@ -65,6 +67,10 @@ for stage in "${stages[@]}"; do
       python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" 2>&1 ;;
     forward-tiles)
       python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" 2>&1 ;;
+    gemm)
+      # shellcheck disable=SC2086
+      python3 bench/gemm_speed.py "$OUT/gemm_speed.json" "$OUT/gemm_speed.md" \
+        ${SAGE_GEMM_ARGS:-} 2>&1 ;;
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;

@@ -81,9 +81,8 @@ struct AllocateSharedMemoryPass
         sagegpu::forEachSharedUser(alloc, [&](Operation *user) {
           keepLive(user);
           if (auto dot = dyn_cast<sagegpu::DotOp>(user))
-            for (Operation *wait : dot.getResult().getUsers())
-              if (isa<sagegpu::DotWaitOp>(wait))
-                keepLive(wait);
+            sagegpu::forEachWait(
+                dot, [&](sagegpu::DotWaitOp wait) { keepLive(wait); });
         });
         buffers.push_back(
             {op, type.getSizeInBytes(), alignment, span[op].first, last});

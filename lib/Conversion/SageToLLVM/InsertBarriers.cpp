@@ -6,7 +6,9 @@
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <limits>
@@ -29,6 +31,7 @@ struct Access {
   bool async;         // through the async proxy (wgmma reads)
   bool warp0 = false; // made by warp 0 alone, in program order (mbarrier
                       // set-up by thread 0, tensor-map assembly)
+  Value slot;         // the index of the ring slot accessed, if one is
   bool overlaps(const Access &o) const { return lo < o.hi && o.lo < hi; }
   /// Whether `later` must wait for this access at a barrier.
   bool hazard(const Access &later) const {
@@ -44,16 +47,50 @@ struct Effects {
 };
 
 /// The bytes `shared` names: its local_alloc's placement (a ring's slot:
-/// the whole ring, its index being unknown here), or, where that is not
-/// known (a tile passed in, or not yet allocated), all of shared memory.
+/// the whole ring, its index recorded), or, where that is not known (a tile
+/// passed in, or not yet allocated), all of shared memory.
 Access rangeOf(Value shared, bool write, bool async = false,
                bool warp0 = false) {
   LocalAllocOp alloc = getAllocation(shared);
   if (!alloc || !alloc.getOffset())
     return {0, std::numeric_limits<int64_t>::max(), write, async, warp0};
   int64_t lo = *alloc.getOffset();
-  return {lo, lo + alloc.getResult().getType().getSizeInBytes(), write, async,
-          warp0};
+  Value slot;
+  if (auto ring = shared.getDefiningOp<RingSlotOp>())
+    slot = ring.getIndex();
+  return {lo,    lo + alloc.getResult().getType().getSizeInBytes(),
+          write, async,
+          warp0, slot};
+}
+
+/// `index` as `(base + offset) mod size` (`arith.remui` by a constant of
+/// `base` or of `base + constant`, as sagegpu-pipeline computes slots).
+std::optional<std::tuple<Value, int64_t, int64_t>> slotOf(Value index) {
+  auto rem = index.getDefiningOp<arith::RemUIOp>();
+  IntegerAttr size;
+  if (!rem || !matchPattern(rem.getRhs(), m_Constant(&size)) ||
+      size.getInt() <= 0)
+    return std::nullopt;
+  Value base = rem.getLhs();
+  int64_t offset = 0;
+  IntegerAttr c;
+  if (auto add = base.getDefiningOp<arith::AddIOp>();
+      add && matchPattern(add.getRhs(), m_Constant(&c))) {
+    base = add.getLhs();
+    offset = c.getInt();
+  }
+  return std::make_tuple(base, offset % size.getInt(), size.getInt());
+}
+
+/// Whether `a` and `b` are provably different slots of one ring: slots
+/// (base + i) mod S and (base + j) mod S with i != j (mod S).
+bool differentSlots(const Access &a, const Access &b) {
+  if (!a.slot || !b.slot || a.lo != b.lo || a.hi != b.hi)
+    return false;
+  auto sa = slotOf(a.slot), sb = slotOf(b.slot);
+  return sa && sb && std::get<0>(*sa) == std::get<0>(*sb) &&
+         std::get<2>(*sa) == std::get<2>(*sb) &&
+         std::get<1>(*sa) != std::get<1>(*sb);
 }
 
 Effects effectsOf(Operation *op) {
@@ -85,7 +122,7 @@ Effects effectsOf(Operation *op) {
     // reads happen here as well, so a later write is ordered after this
     // wait in every warpgroup, not just after the dot.
     for (Value input : wait.getInputs())
-      if (auto dot = input.getDefiningOp<DotOp>())
+      if (DotOp dot = getWaitedDot(input))
         llvm::append_range(e.accesses, effectsOf(dot).accesses);
   } else if (int64_t bytes = getOpScratchBytes(op)) {
     int64_t lo = getScratchOffset(op);
@@ -233,7 +270,7 @@ struct Inserter {
           return;
         for (const Pending &dot : state.dots)
           for (const Access &r : dot)
-            if (r.overlaps(a)) {
+            if (r.overlaps(a) && !differentSlots(r, a)) {
               op.emitOpError("writes shared memory that an in-flight wgmma "
                              "reads: a sagegpu.dot_wait must complete the "
                              "dot first");

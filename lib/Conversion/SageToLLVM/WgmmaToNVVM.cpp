@@ -278,14 +278,21 @@ struct DotWaitLowering : public OpConversionPattern<sagegpu::DotWaitOp> {
         regs.push_back(slot);
         types.push_back(type);
       }
+    std::string text = "wgmma.wait_group.sync.aligned " +
+                       std::to_string(op.getPendings()) + ";";
+    if (regs.empty()) {
+      // Only a bound on the groups in flight: an asm with side effects, so
+      // that it stays in place.
+      inlinePtx(rw, loc, Type(), {}, text, "", /*sideEffects=*/true);
+      rw.eraseOp(op);
+      return success();
+    }
     for (size_t i = 0; i < regs.size(); ++i)
       cs << "," << i;
     Type result =
         types.size() == 1
             ? types.front()
             : LLVM::LLVMStructType::getLiteral(rw.getContext(), types);
-    std::string text = "wgmma.wait_group.sync.aligned " +
-                       std::to_string(op.getPendings()) + ";";
     Value waited = inlinePtx(rw, loc, result, regs, text, constraints);
     SmallVector<SmallVector<Value>> outputs;
     size_t next = 0;

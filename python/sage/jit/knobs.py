@@ -118,6 +118,12 @@ class Knobs:
     interpret = Knob("SAGE_INTERPRET", parse_bool, lambda: False,
                      "Run kernels on the CPU with sage.language.interpret "
                      "(numpy) instead of the GPU.")
+    autotune_cache = Knob("SAGE_AUTOTUNE_CACHE", parse_bool, lambda: True,
+                          "Keep autotuning winners on disk under SAGE_CACHE_DIR/autotune "
+                          "(0: every process tunes again, nothing is read or written).")
+    print_autotuning = Knob("SAGE_PRINT_AUTOTUNING", parse_bool, lambda: False,
+                            "Print to stderr how each autotuned kernel chose its config "
+                            "for a new key: every config's time or failure, the winner.")
     cubin = Knob("SAGE_CUBIN", parse_cubin, lambda: "auto",
                  "Assemble a cubin with ptxas: auto (when ptxas is found), 1 "
                  "(required) or 0 (load PTX; the driver compiles it).",

@@ -168,7 +168,7 @@ class Interpreter:
                result: TileType) -> np.ndarray:
         out = reference.matmul(lhs.handle, rhs.handle, *contract,
                                acc=None if acc is None else acc.handle)
-        return convert(out, float32)
+        return convert(out, result.element)
 
     def softmax_update(self, logits: Value, row_max: Value, row_sum: Value,
                        scale: float | None, types: Sequence[TileType]) -> list[np.ndarray]:

@@ -289,7 +289,8 @@ def dequantize(q: Value, scales: Value, scheme: Int8Scheme) -> Value:
     return Value(result, backend().dequantize(scheme, q, scales, result))
 
 
-def _contraction(lhs: Value, rhs: Value, contract: object) -> tuple[tuple[int, int], TileType]:
+def _contraction(lhs: Value, rhs: Value, contract: object, acc_dtype: DType = float32
+                 ) -> tuple[tuple[int, int], TileType]:
     if not isinstance(contract, (tuple, list)) or len(contract) != 2:
         raise error(f"contract is a pair (lhs dim, rhs dim), got {contract!r}")
     dims = (_axis(contract[0]), _axis(contract[1]))
@@ -297,12 +298,18 @@ def _contraction(lhs: Value, rhs: Value, contract: object) -> tuple[tuple[int, i
     if k_lhs != k_rhs:
         raise error(f"contracted sizes differ: lhs {lhs.type.mlir} has {k_lhs} along "
                     f"dimension {dims[0]}, rhs {rhs.type.mlir} has {k_rhs} along {dims[1]}")
-    return dims, TileType((lhs.shape[1 - dims[0]], rhs.shape[1 - dims[1]]), float32)
+    return dims, TileType((lhs.shape[1 - dims[0]], rhs.shape[1 - dims[1]]), acc_dtype)
+
+
+def _check_int8_contraction(lhs: Value, dims: tuple[int, int]) -> None:
+    if lhs.shape[dims[0]] > MAX_INT8_CONTRACTION:
+        raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
+                    f"(at most {MAX_INT8_CONTRACTION})")
 
 
 def _accumulator(acc: Value | None, result: TileType) -> Value | None:
     if acc is not None:
-        acc = tile(acc, "acc", (float32,))
+        acc = tile(acc, "acc", (result.element,))
         if acc.type != result:
             raise error(f"acc must be the result type {result.mlir}, got {acc.type.mlir}")
     return acc
@@ -345,9 +352,7 @@ def qmatmul(lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
         raise error(f"rhs_sigma16 needs lhs contracted over its columns (contract=(1, _)) "
                     f"and a contraction of a multiple of 16, got contract={dims} with "
                     f"lhs {lhs.type.mlir}")
-    if lhs.shape[dims[0]] > MAX_INT8_CONTRACTION:
-        raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
-                    f"(at most {MAX_INT8_CONTRACTION})")
+    _check_int8_contraction(lhs, dims)
     lhs_scale = _scale_of(lhs_scale, lhs, dims[0], "lhs")
     rhs_scale = _scale_of(rhs_scale, rhs, dims[1], "rhs")
     acc = _accumulator(acc, result)
@@ -357,13 +362,25 @@ def qmatmul(lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
 
 def matmul(lhs: Value, rhs: Value, contract: tuple[int, int] = (1, 1),
            acc: Value | None = None) -> Value:
-    """``acc + lhs . rhs`` of two f16 (or two bf16) tiles in f32 (``sage.matmul``)."""
-    lhs = tile(lhs, "matmul's lhs", (float16, bfloat16))
-    rhs = tile(rhs, "matmul's rhs", (float16, bfloat16))
+    """``acc + lhs . rhs`` (``sage.matmul``), accumulated by the tensor cores.
+
+    Two f16 (or two bf16) tiles accumulate in f32; two int8 tiles in int32,
+    exactly, with sums that wrap modulo 2^32 (as the tensor cores' do): one
+    call contracts at most 131072 elements, and a loop of calls over a total
+    contraction of at most 131072 elements of [-127, 127] never wraps. An INT8
+    GEMM accumulates its whole K this way and applies its scales once, after
+    the loop (``sl.qmatmul`` scales every product instead). ``contract`` as
+    in :func:`qmatmul`.
+    """
+    lhs = tile(lhs, "matmul's lhs", (float16, bfloat16, int8))
+    rhs = tile(rhs, "matmul's rhs", (float16, bfloat16, int8))
     if lhs.dtype != rhs.dtype:
-        raise error(f"matmul operands must both be f16 or both bf16, got "
+        raise error(f"matmul operands must both be f16, both bf16 or both int8, got "
                     f"{lhs.type.mlir} and {rhs.type.mlir}")
-    dims, result = _contraction(lhs, rhs, contract)
+    is_int = lhs.dtype == int8
+    dims, result = _contraction(lhs, rhs, contract, int32 if is_int else float32)
+    if is_int:
+        _check_int8_contraction(lhs, dims)
     acc = _accumulator(acc, result)
     return Value(result, backend().matmul(lhs, rhs, acc, dims, result))
 

@@ -1,4 +1,5 @@
-"""``sage.qmatmul`` (i8 x i8 -> i32, scaled) and ``sage.matmul`` (16-bit).
+"""``sage.qmatmul`` (i8 x i8 -> i32, scaled) and ``sage.matmul`` (16-bit into
+f32, or i8 into i32).
 
 Operand layouts follow the dialect's ``contract(lhs_contract, rhs_contract)``:
 lhs is ``M x K`` when ``lhs_contract == 1`` and ``K x M`` when 0; rhs is
@@ -121,12 +122,23 @@ def _check_16bit(x: np.ndarray, name: str) -> None:
 
 def matmul(lhs: np.ndarray, rhs: np.ndarray, lhs_contract: int = 1, rhs_contract: int = 1,
            acc: np.ndarray | None = None) -> np.ndarray:
-    """``sage.matmul``: ``acc + sum_k lhs * rhs`` of two 16-bit tiles, ``M x N`` float64.
+    """``sage.matmul``: ``acc + sum_k lhs * rhs``, ``M x N``.
 
-    Both operands are float16, or both are float32 arrays holding
-    bf16-representable values. Products and sums are float64; the GPU
-    accumulates in f32 in its own order, so compare with a tolerance.
+    16-bit operands (both float16, or both float32 arrays holding
+    bf16-representable values) give float64: products and sums are float64;
+    the GPU accumulates in f32 in its own order, so compare with a tolerance.
+    int8 operands give int32, exactly: :func:`int8_dot` plus ``acc`` (int32),
+    the sum wrapping modulo 2^32 as the tensor cores' does.
     """
+    if isinstance(lhs, np.ndarray) and lhs.dtype == np.int8:
+        dot = int8_dot(lhs, rhs, lhs_contract, rhs_contract)
+        if acc is None:
+            return dot
+        if not isinstance(acc, np.ndarray) or acc.shape != dot.shape or acc.dtype != np.int32:
+            raise ValueError(f"acc must be int32 of the result's shape {dot.shape}, got "
+                             f"{getattr(acc, 'dtype', type(acc).__name__)} "
+                             f"{getattr(acc, 'shape', '')}")
+        return (acc.astype(np.int64) + dot).astype(np.int32)  # wraps modulo 2^32
     a = _rows_by_k(lhs, lhs_contract, "lhs")
     b = _rows_by_k(rhs, rhs_contract, "rhs")
     _check_16bit(a, "lhs")

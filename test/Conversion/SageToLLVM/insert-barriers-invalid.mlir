@@ -37,3 +37,31 @@ func.func @still_pending(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, 
   return %w, %x : tensor<64x64xi32, #wgmma>, tensor<64x64xi32, #wgmma>
 }
 }
+
+// -----
+
+// A ring's slots: a write to slot (i + 1) % 2 while the dot reading slot
+// i % 2 is in flight is allowed (a pipelined loop's refill); a write to the
+// slot that dot reads is not.
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @ring_slots(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wgmma>, %i: i32) -> tensor<64x64xi32, #wgmma> {
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %ring = sagegpu.local_alloc {offset = 0 : i64} !sagegpu.smem<2x64x128xi8, #shared>
+  %cur = arith.remui %i, %c2 : i32
+  %i1 = arith.addi %i, %c1 : i32
+  %other = arith.remui %i1, %c2 : i32
+  %a = sagegpu.ring_slot %ring[%cur] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+  %b = sagegpu.ring_slot %ring[%other] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+  %same = sagegpu.ring_slot %ring[%cur] : !sagegpu.smem<2x64x128xi8, #shared> -> !sagegpu.smem<64x128xi8, #shared>
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+  sagegpu.local_store %t, %b : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  // expected-error @+1 {{writes shared memory that an in-flight wgmma reads}}
+  sagegpu.local_store %t, %same : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+  return %w : tensor<64x64xi32, #wgmma>
+}
+}

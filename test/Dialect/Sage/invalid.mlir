@@ -484,8 +484,32 @@ func.func @f(%a: tensor<64x32xf16>) {
 // -----
 
 func.func @f(%a: tensor<64x32xf32>) {
-  // expected-error @+1 {{operand #0 must be 2-D static tile (no empty dimension) of f16 or bf16}}
+  // expected-error @+1 {{operand #0 must be 2-D static tile (no empty dimension) of f16, bf16 or i8}}
   %0 = sage.matmul %a, %a contract(1, 1) : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<64x32xi8>) {
+  // expected-error @+1 {{'sage.matmul' op i8 operands accumulate in i32, got a 'f32' result}}
+  %0 = sage.matmul %a, %a contract(1, 1) : tensor<64x32xi8>, tensor<64x32xi8> -> tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<64x32xf16>) {
+  // expected-error @+1 {{'sage.matmul' op 16-bit operands accumulate in f32, got a 'i32' result}}
+  %0 = sage.matmul %a, %a contract(1, 1) : tensor<64x32xf16>, tensor<64x32xf16> -> tensor<64x64xi32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x262144xi8>) {
+  // expected-error @+1 {{'sage.matmul' op contraction of 262144 elements may overflow the int32 accumulator (at most 131072)}}
+  %0 = sage.matmul %a, %a contract(1, 1) : tensor<1x262144xi8>, tensor<1x262144xi8> -> tensor<1x1xi32>
   return
 }
 

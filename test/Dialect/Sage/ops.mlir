@@ -97,6 +97,10 @@ func.func @matmuls(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>,
   // CHECK: sage.matmul %{{.*}}, %{{.*}} acc %{{.*}} contract(0, 0) : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<128x128xf32>
   %z = arith.constant dense<0.0> : tensor<128x128xf32>
   %t = sage.matmul %a, %a acc %z contract(0, 0) : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<128x128xf32>
+  // An INT8 GEMM's step: i8 x i8 accumulating in i32, no scales.
+  // CHECK: sage.matmul %{{.*}}, %{{.*}} acc %{{.*}} contract(1, 1) : tensor<64x128xi8>, tensor<32x128xi8> -> tensor<64x32xi32>
+  %zi = arith.constant dense<0> : tensor<64x32xi32>
+  %ti = sage.matmul %q, %k acc %zi contract(1, 1) : tensor<64x128xi8>, tensor<32x128xi8> -> tensor<64x32xi32>
   return
 }
 

@@ -297,7 +297,7 @@ func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x128xf16
 #shared = #sagegpu.shared<swizzle = 0, bits = 8>
 #wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
 func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma>) -> tensor<64x64xi32, #wgmma> {
-  // expected-error @+1 {{result is in flight until a sagegpu.dot_wait (wgmma is asynchronous): only dot_wait may use it, not func.return}}
+  // expected-error @+1 {{result is in flight until a sagegpu.dot_wait (wgmma is asynchronous): only dot_wait may use it (or an scf.for that carries it into the next iteration's dot accumulators), not func.return}}
   %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
   return %d : tensor<64x64xi32, #wgmma>
 }
@@ -349,10 +349,19 @@ func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma
 
 // -----
 
-func.func @f() {
-  // expected-error @+1 {{waits for the results of one or more wgmma dots}}
-  "sagegpu.dot_wait"() {pendings = 0 : i32} : () -> ()
-  return
+// A carried in-flight accumulator may only feed the next iteration's dots
+// as their accumulator, and leave the loop only through a dot_wait.
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %z: tensor<64x64xi32, #wgmma>, %n: index) -> tensor<64x64xi32, #wgmma> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xi32, #wgmma>) {
+    // expected-error @+1 {{result is in flight until a sagegpu.dot_wait (wgmma is asynchronous): only dot_wait may use it (or an scf.for that carries it into the next iteration's dot accumulators), not scf.yield}}
+    %d = sagegpu.dot %a, %a, %acc contract(1, 1) : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared> -> tensor<64x64xi32, #wgmma>
+    scf.yield %d : tensor<64x64xi32, #wgmma>
+  }
+  return %r : tensor<64x64xi32, #wgmma>
 }
 
 // -----

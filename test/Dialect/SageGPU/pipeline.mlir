@@ -172,3 +172,80 @@ func.func @carried_offset(%b: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// A GEMM's loop: the one wgmma dot accumulates into the carried value and
+// nothing else reads it, so the accumulation stays in flight across
+// iterations. The dot's result is carried as it is; after it a dot_wait with
+// no operands and pendings = 1 completes the previous iteration's dot, and
+// only then is the slot that dot read, (it + 2) % 3, refilled. After the
+// loop a dot_wait completes the last dot.
+// CHECK-LABEL: func.func @in_flight_accumulator
+// CHECK: %[[R:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (tensor<64x64xi32, #mma>)
+// CHECK: %[[SLOT:.*]] = arith.remui %[[IT:.*]], %c3_i32 : i32
+// CHECK: %[[NSLOT:.*]] = arith.remui %{{.*}}, %c3_i32 : i32
+// CHECK-NOT: scf.if
+// CHECK: sagegpu.mbarrier_wait
+// CHECK: %[[D:.*]] = sagegpu.dot %{{.*}}, %{{.*}}, %[[ACC]] contract(1, 1)
+// CHECK-NEXT: sagegpu.dot_wait {pendings = 1 : i32}{{$}}
+// CHECK-NEXT: scf.if
+// CHECK: sagegpu.ring_slot %{{.*}}[%[[NSLOT]]]
+// CHECK: sagegpu.tma_load
+// CHECK: scf.yield %[[D]] : tensor<64x64xi32, #mma>
+// CHECK-NEXT: } {sage.num_stages = 3 : i32}
+// CHECK-NEXT: %[[DONE:.*]] = sagegpu.dot_wait %[[R]] {pendings = 0 : i32}
+// CHECK: sagegpu.mbarrier_inval
+// CHECK: sage.store %[[DONE]]
+func.func @in_flight_accumulator(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                 %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                 %c: !sage.ptr<i32>,
+                                 %ub: i32, %n: i64 {sage.divisibility = 16 : i64}) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c0i = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %z = arith.constant dense<0> : tensor<64x64xi32>
+  %r = scf.for %k = %c0i to %ub step %c128 iter_args(%acc = %z) -> (tensor<64x64xi32>) : i32 {
+    %kk = arith.extsi %k : i32 to i64
+    %at = sage.load %a[%c0, %kk] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%c0, %kk] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.matmul %at, %bt acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<64x128xi8> -> tensor<64x64xi32>
+    scf.yield %p : tensor<64x64xi32>
+  } {sage.num_stages = 3 : i32}
+  sage.store %r, %c[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xi32>, !sage.ptr<i32>
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// A qmatmul scales every product: its result is read in the loop (the
+// epilogue), so the loop waits for each dot as before.
+// CHECK-LABEL: func.func @scaled_accumulator
+// CHECK: scf.for
+// CHECK: sagegpu.dot
+// CHECK-NEXT: sagegpu.dot_wait %{{.*}} {pendings = 0 : i32}
+// CHECK-NOT: pendings = 1
+// CHECK: } {sage.num_stages = 3 : i32}
+func.func @scaled_accumulator(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                              %c: !sage.ptr<f32>,
+                              %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                              %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c0i = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %k = %c0i to %ub step %c128 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %kk = arith.extsi %k : i32 to i64
+    %at = sage.load %a[%c0, %kk] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %at[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 3 : i32}
+  sage.store %r, %c[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xf32>, !sage.ptr<f32>
+  return
+}
+}

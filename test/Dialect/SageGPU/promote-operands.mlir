@@ -167,6 +167,34 @@ func.func @wait_before_region(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %s: 
   return %r : tensor<64x64xf32>
 }
 
+// sage.matmul onto an accumulator accumulates in the tensor cores: the
+// accumulator is the dot's C operand (no zero tile, no add), i32 for i8
+// operands and f32 for 16-bit ones; in a loop the wait comes before the
+// yield that carries the result.
+// CHECK-LABEL: func.func @chained_accumulators
+// CHECK: scf.for {{.*}} iter_args(%[[I:.*]] = %{{.*}}, %[[F:.*]] = %{{.*}}) -> (tensor<64x64xi32, #mma>, tensor<64x64xf32, #mma>)
+// CHECK-NOT: arith.constant dense<0>
+// CHECK: %[[DI:.*]] = sagegpu.dot %{{.*}}, %{{.*}}, %[[I]] contract(1, 1) : {{.*}} -> tensor<64x64xi32, #mma>
+// CHECK: %[[DF:.*]] = sagegpu.dot %{{.*}}, %{{.*}}, %[[F]] contract(1, 1) : {{.*}} -> tensor<64x64xf32, #mma>
+// CHECK-NOT: arith.addi
+// CHECK-NOT: arith.addf
+// CHECK: sagegpu.dot_wait
+// CHECK: sagegpu.dot_wait
+// CHECK-NEXT: scf.yield
+func.func @chained_accumulators(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>,
+                                %h: tensor<64x64xf16>, %n: index) -> (tensor<64x64xi32>, tensor<64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zi = arith.constant dense<0> : tensor<64x64xi32>
+  %zf = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%ai = %zi, %af = %zf) -> (tensor<64x64xi32>, tensor<64x64xf32>) {
+    %di = sage.matmul %a, %b acc %ai contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<64x128xi8> -> tensor<64x64xi32>
+    %df = sage.matmul %h, %h acc %af contract(1, 1) using wgmma : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %di, %df : tensor<64x64xi32>, tensor<64x64xf32>
+  }
+  return %r#0, %r#1 : tensor<64x64xi32>, tensor<64x64xf32>
+}
+
 // Per-token scales: the lhs column is a slice of the accumulator; the rhs
 // column runs along the result's columns, so it is transposed first; each
 // multiplies every element.

@@ -312,6 +312,17 @@ static LogicalResult verifyMatmulScale(Operation *op, StringRef which,
   return success();
 }
 
+/// One i8 product of at most kMaxInt8Contraction elements fits its int32
+/// accumulator.
+static LogicalResult verifyInt8Contraction(Operation *op, int64_t k) {
+  if (k <= kMaxInt8Contraction)
+    return success();
+  return op->emitOpError() << "contraction of " << k
+                           << " elements may overflow the int32 accumulator "
+                              "(at most "
+                           << kMaxInt8Contraction << ")";
+}
+
 LogicalResult QMatmulOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType();
   FailureOr<MatmulShape> shape =
@@ -319,11 +330,8 @@ LogicalResult QMatmulOp::verify() {
                         getRhsContractDim(), getResult().getType());
   if (failed(shape))
     return failure();
-  if (shape->k > kMaxInt8Contraction)
-    return emitOpError() << "contraction of " << shape->k
-                         << " elements may overflow the int32 accumulator "
-                            "(at most "
-                         << kMaxInt8Contraction << ")";
+  if (failed(verifyInt8Contraction(*this, shape->k)))
+    return failure();
   if (failed(verifyMatmulScale(*this, "lhs", lhs, getLhsScale().getType(),
                                getLhsContractDim())) ||
       failed(verifyMatmulScale(*this, "rhs", rhs, getRhsScale().getType(),
@@ -348,8 +356,20 @@ LogicalResult MatmulOp::verify() {
     return emitOpError() << "operands must share an element type, got "
                          << lhs.getElementType() << " and "
                          << rhs.getElementType();
-  return verifyContraction(*this, lhs, rhs, getLhsContractDim(),
-                           getRhsContractDim(), getResult().getType());
+  // i8 products accumulate exactly in i32, 16-bit ones in f32.
+  bool isInt = lhs.getElementType().isInteger(8);
+  Type resultElem = getResult().getType().getElementType();
+  if (resultElem.isInteger(32) != isInt)
+    return emitOpError() << (isInt ? "i8" : "16-bit")
+                         << " operands accumulate in "
+                         << (isInt ? "i32" : "f32") << ", got a " << resultElem
+                         << " result";
+  FailureOr<MatmulShape> shape =
+      verifyContraction(*this, lhs, rhs, getLhsContractDim(),
+                        getRhsContractDim(), getResult().getType());
+  if (failed(shape))
+    return failure();
+  return isInt ? verifyInt8Contraction(*this, shape->k) : success();
 }
 
 LogicalResult SoftmaxUpdateOp::verify() {

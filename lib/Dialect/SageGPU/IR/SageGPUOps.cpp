@@ -1,5 +1,6 @@
 //===- SageGPUOps.cpp - sagegpu op verifiers and folders ------------------===//
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -219,6 +220,24 @@ sage::MmaKind DotOp::getMmaKind() {
                                                  : sage::MmaKind::WgmmaRegA;
 }
 
+/// Whether `use` yields an in-flight wgmma result to the next iteration of
+/// an scf.for whose body uses it only as dot accumulators (the tensor cores
+/// order the accumulations) and whose result only sagegpu.dot_wait reads.
+static bool isCarriedInFlight(OpOperand &use) {
+  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
+  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : nullptr;
+  if (!loop)
+    return false;
+  unsigned index = use.getOperandNumber();
+  for (OpOperand &inner : loop.getRegionIterArgs()[index].getUses()) {
+    auto dot = dyn_cast<DotOp>(inner.getOwner());
+    if (!dot || &inner != &dot.getAccMutable())
+      return false;
+  }
+  return llvm::all_of(loop.getResult(index).getUsers(),
+                      [](Operation *user) { return isa<DotWaitOp>(user); });
+}
+
 LogicalResult DotOp::verify() {
   Type lhsType = getLhs().getType();
   SharedTileType rhs = getRhs().getType();
@@ -275,12 +294,13 @@ LogicalResult DotOp::verify() {
                             "encoding, got "
                          << result;
   if (sage::isWgmma(getMmaKind()))
-    for (Operation *user : getResult().getUsers())
-      if (!isa<DotWaitOp>(user))
+    for (OpOperand &use : getResult().getUses())
+      if (!isa<DotWaitOp>(use.getOwner()) && !isCarriedInFlight(use))
         return emitOpError("result is in flight until a sagegpu.dot_wait "
                            "(wgmma is asynchronous): only dot_wait may use "
-                           "it, not ")
-               << user->getName();
+                           "it (or an scf.for that carries it into the next "
+                           "iteration's dot accumulators), not ")
+               << use.getOwner()->getName();
   return success();
 }
 
@@ -291,19 +311,38 @@ LogicalResult DotWaitOp::inferReturnTypes(
   return success();
 }
 
+DotOp mlir::sagegpu::getWaitedDot(Value value) {
+  while (auto loop = value.getDefiningOp<scf::ForOp>())
+    value = loop.getYieldedValues()[cast<OpResult>(value).getResultNumber()];
+  auto dot = value.getDefiningOp<DotOp>();
+  if (!dot ||
+      !isa_and_nonnull<MmaEncodingAttr>(
+          dot.getResult().getType().getEncoding()) ||
+      !sage::isWgmma(dot.getMmaKind()))
+    return nullptr;
+  return dot;
+}
+
+void mlir::sagegpu::forEachWait(DotOp dot, function_ref<void(DotWaitOp)> fn) {
+  SmallVector<Value> work{dot.getResult()};
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      if (auto wait = dyn_cast<DotWaitOp>(use.getOwner()))
+        fn(wait);
+      else if (auto yield = dyn_cast<scf::YieldOp>(use.getOwner()))
+        if (auto loop = dyn_cast<scf::ForOp>(yield->getParentOp()))
+          work.push_back(loop.getResult(use.getOperandNumber()));
+    }
+  }
+}
+
 LogicalResult DotWaitOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("waits for the results of one or more wgmma dots");
-  for (auto [i, input] : llvm::enumerate(getInputs())) {
-    auto dot = input.getDefiningOp<DotOp>();
-    if (!dot ||
-        !isa_and_nonnull<MmaEncodingAttr>(
-            dot.getResult().getType().getEncoding()) ||
-        !sage::isWgmma(dot.getMmaKind()))
+  for (auto [i, input] : llvm::enumerate(getInputs()))
+    if (!getWaitedDot(input))
       return emitOpError() << "operand " << i
                            << " is not the result of a wgmma sagegpu.dot "
                               "(mma.sync dots are synchronous)";
-  }
   return success();
 }
 

@@ -7,8 +7,13 @@
 // reads slot `it % S` and waits for its phase `(it / S) % 2`. The copy of an
 // iteration is thus in flight during the S - 1 iterations before it.
 //
+// A loop whose one wgmma dot accumulates into a carried value keeps that
+// accumulation in flight across iterations (overlapAccumulation): the next
+// iteration's dot is issued before the current one completes.
+//
 //===----------------------------------------------------------------------===//
 
+#include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Dialect/SageGPU/Transforms/Passes.h"
@@ -130,8 +135,9 @@ struct Pipeliner {
   /// Issues every copy for the iteration whose induction variable is `iv`
   /// into slot `index` of its rings, if `iv` is below the upper bound (one
   /// branch for all: one barrier orders their refills).
-  void issue(OpBuilder &b, Location loc, ArrayRef<Copy> copies,
-             ArrayRef<std::pair<Value, Value>> rings, Value iv, Value index) {
+  scf::IfOp issue(OpBuilder &b, Location loc, ArrayRef<Copy> copies,
+                  ArrayRef<std::pair<Value, Value>> rings, Value iv,
+                  Value index) {
     Value exists = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv,
                                          loop.getUpperBound());
     auto branch = scf::IfOp::create(b, loc, exists, /*withElse=*/false);
@@ -149,6 +155,50 @@ struct Pipeliner {
                         slot(inside, loc, ring.second, index),
                         slot(inside, loc, ring.first, index));
     }
+    return branch;
+  }
+
+  /// Leaves the loop's accumulation in flight across iterations when the
+  /// body's one wgmma dot accumulates into a carried value that nothing
+  /// else reads: the dot's result is carried as it is, and after the dot a
+  /// `dot_wait` with no operands and pendings = 1 completes the previous
+  /// iteration's, so the tensor cores never drain inside the loop. The
+  /// refill moves after that wait: the slot it writes, (it + S - 1) % S =
+  /// (it - 1) % S, is the one the previous iteration's dot read (one
+  /// barrier orders every warpgroup's wait before it); the dot in flight
+  /// reads slot it % S. After the loop a dot_wait completes the last dot.
+  void overlapAccumulation(scf::IfOp refill) {
+    Block *body = loop.getBody();
+    SmallVector<DotOp> dots;
+    body->walk([&](DotOp dot) {
+      if (isWgmma(dot.getMmaKind()))
+        dots.push_back(dot);
+    });
+    if (dots.size() != 1 || dots.front()->getBlock() != body)
+      return;
+    DotOp dot = dots.front();
+    auto acc = dyn_cast<BlockArgument>(dot.getAcc());
+    if (!acc || acc.getOwner() != body || acc == loop.getInductionVar() ||
+        !acc.hasOneUse() || !dot->hasOneUse())
+      return;
+    auto wait = dyn_cast<DotWaitOp>(*dot->user_begin());
+    unsigned index = acc.getArgNumber() - 1;
+    auto yield = cast<scf::YieldOp>(body->getTerminator());
+    if (!wait || wait.getInputs().size() != 1 ||
+        !wait.getResult(0).hasOneUse() ||
+        yield.getOperand(index) != wait.getResult(0) ||
+        !refill->isBeforeInBlock(dot))
+      return;
+    OpBuilder b(wait);
+    auto bound = DotWaitOp::create(b, wait.getLoc(), ValueRange{}, 1);
+    yield.setOperand(index, dot.getResult());
+    wait->erase();
+    refill->moveAfter(bound);
+    OpBuilder after(loop->getContext());
+    after.setInsertionPointAfter(loop);
+    Value carried = loop.getResult(index);
+    auto done = DotWaitOp::create(after, loop.getLoc(), ValueRange{carried}, 0);
+    carried.replaceAllUsesExcept(done.getResult(0), done);
   }
 
   void run(MutableArrayRef<Copy> copies) {
@@ -204,7 +254,7 @@ struct Pipeliner {
         here, loc,
         arith::AddIOp::create(here, loc, it, i32(here, loc, stages - 1)),
         cStages);
-    issue(here, loc, copies, rings, ahead, next);
+    scf::IfOp refill = issue(here, loc, copies, rings, ahead, next);
     for (auto [copy, ring] : llvm::zip(copies, rings)) {
       auto [tiles, bars] = ring;
       OpBuilder at(copy.buffer);
@@ -232,6 +282,7 @@ struct Pipeliner {
       for (int64_t k = 0; k < stages; ++k)
         MbarrierInvalOp::create(after, loc,
                                 slot(after, loc, bars, i32(after, loc, k)));
+    overlapAccumulation(refill);
   }
 };
 

@@ -422,18 +422,25 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   bool isInt = elem.isInteger(8);
   Type accElem = isInt ? Type(b.getI32Type()) : Type(b.getF32Type());
   auto accType = RankedTensorType::get(result.getShape(), accElem, mma);
-  Value zero = arith::ConstantOp::create(
-      b, loc, accType, DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
-  auto dot = DotOp::create(b, loc, accType, lhs, rhs, zero, lc, rc);
+  // sage.matmul has no epilogue: its accumulator is the instruction's C
+  // operand, so the tensor cores accumulate and no second tile is live.
+  // sage.qmatmul scales its integer product first: it starts from 0.
+  bool chained = std::is_same_v<OpTy, MatmulOp> && op.getAcc();
+  Value init = op.getAcc();
+  if (!chained)
+    init = arith::ConstantOp::create(
+        b, loc, accType,
+        DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
+  auto dot = DotOp::create(b, loc, accType, lhs, rhs, init, lc, rc);
   Value product = dot;
   // The accumulator encoding decides the instruction (a matmul that
   // accumulates onto a wgmma result shares its encoding).
   if (isWgmma(dot.getMmaKind())) {
     // wgmma runs asynchronously: wait for it, and apply the epilogue, only
     // where the result is first needed, so the work in between overlaps it.
-    // Not for a matmul onto an accumulator operand: until its epilogue the
+    // Not for a qmatmul onto an accumulator operand: until its epilogue the
     // partial product and the accumulator would both be live.
-    if (!op.getAcc())
+    if (chained || !op.getAcc())
       b.setInsertionPoint(firstUseIn(op->getBlock(), op->getResult(0)));
     product = DotWaitOp::create(b, loc, ValueRange{product}, 0).getResult(0);
   }
@@ -447,7 +454,7 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
     value = applyScales(b, loc, value, op.getLhsScale(), op.getRhsScale(),
                         contract);
   }
-  if (op.getAcc())
+  if (op.getAcc() && !chained)
     value = arith::AddFOp::create(b, loc, op.getAcc(), value, contract);
   op.getResult().replaceAllUsesWith(value);
   op.erase();

@@ -369,18 +369,31 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
 }
 
 def Sage_MatmulOp : Sage_MatmulBase<"matmul"> {
-  let summary = "16-bit matmul with f32 accumulation (dP = dO V^T)";
+  let summary = "matmul accumulating in f32 (16-bit inputs) or i32 (i8 inputs)";
   let description = [{
-    f16 x f16 or bf16 x bf16, products and sums in f32, contraction as in
-    `sage.qmatmul`: `result = acc + sum_k f32(lhs) * f32(rhs)`. SageBwd keeps
-    exactly one of its seven matmuls in 16 bits: dP = dO V^T.
+    Contraction as in `sage.qmatmul`; no scales, and the accumulator is the
+    tensor cores' own:
+
+    - f16 x f16 or bf16 x bf16, products and sums in f32:
+      `result = acc + sum_k f32(lhs) * f32(rhs)`. SageBwd keeps exactly one
+      of its seven matmuls in 16 bits: dP = dO V^T.
+    - i8 x i8 into i32: `result = acc + sum_k lhs * rhs`, exact, with sums
+      that wrap modulo 2^32 as the tensor cores' do. One product may contract
+      at most 131072 elements (as `sage.qmatmul`), so that it alone cannot
+      overflow; a loop that accumulates K = 131072 elements or fewer of
+      operands in [-127, 127] never wraps. An INT8 GEMM accumulates its whole
+      contraction this way and scales once, after the loop.
+
+    With an accumulator operand the lowering accumulates in the tensor cores
+    (the accumulator is the instruction's C operand): no second tile of
+    partial products is live.
   }];
-  let arguments = (ins Sage_Half16Tile:$lhs, Sage_Half16Tile:$rhs,
-                   Optional<Sage_F32Tile>:$acc,
+  let arguments = (ins Sage_MatmulInputTile:$lhs, Sage_MatmulInputTile:$rhs,
+                   Optional<Sage_MatmulAccTile>:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
                    OptionalAttr<Sage_MmaKind>:$mma);
-  let results = (outs Sage_F32Tile:$result);
+  let results = (outs Sage_MatmulAccTile:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`acc` $acc^)?
     `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`

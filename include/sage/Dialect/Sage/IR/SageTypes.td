@@ -47,6 +47,8 @@ def Sage_F32Tile : Sage_TileOf<[F32], "f32">;
 def Sage_I32Tile : Sage_TileOf<[I32], "i32">;
 def Sage_I8Tile : Sage_TileOf<[I8], "i8">;
 def Sage_Half16Tile : Sage_TileOf<[F16, BF16], "f16 or bf16">;
+def Sage_MatmulInputTile : Sage_TileOf<[F16, BF16, I8], "f16, bf16 or i8">;
+def Sage_MatmulAccTile : Sage_TileOf<[F32, I32], "f32 or i32">;
 def Sage_QuantizedTile : Sage_TileOf<[AnyInteger, AnyFloat], "integers or floats">;
 def Sage_Scalar : AnyTypeOf<[AnySignlessInteger, AnyFloat]>;
 

@@ -71,6 +71,14 @@ LocalAllocOp getAllocation(Value shared);
 /// through `sagegpu.ring_slot` the users of its slots.
 void forEachSharedUser(LocalAllocOp alloc, function_ref<void(Operation *)> fn);
 
+/// The wgmma dot whose result `value` is, directly or carried out of the
+/// scf.for loops that yield it (an accumulator left in flight); null if none.
+DotOp getWaitedDot(Value value);
+
+/// Calls `fn` on every sagegpu.dot_wait that completes `dot`: its users, and
+/// through the scf.for that carries its result, the users of the loop's.
+void forEachWait(DotOp dot, function_ref<void(DotWaitOp)> fn);
+
 /// The accumulator encoding of an `m x n` matmul result computed with `kind`
 /// by `numWarps` warps: how the lowering tiles the instruction over warps.
 MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,

@@ -275,8 +275,12 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
   }];
 }
 
+// A wait orders shared memory: the dots' reads end there, so the op reads
+// and writes the shared resource (never removed or moved as dead code, even
+// without operands).
 def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
-    MemoryEffects<[MemRead<SageGPU_SharedResource>]>,
+    MemoryEffects<[MemRead<SageGPU_SharedResource>,
+                   MemWrite<SageGPU_SharedResource>]>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "wait for in-flight wgmma dots; their results become readable";
   let description = [{
@@ -284,8 +288,13 @@ def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
     wgmma groups (one per `sagegpu.dot` on wgmma, in program order) are in
     flight (`wgmma.wait_group.sync.aligned pendings`). Its operands are
     results of wgmma `sagegpu.dot`s whose groups are older than those it
-    lets stay in flight; its results are the same values, readable from
-    here on. Until then the dots' shared operands are still being read
+    lets stay in flight, or the results of `scf.for` loops that carry one
+    out (an accumulator left in flight from the last iteration); its results
+    are the same values, readable from here on. Without operands it only
+    bounds the groups in flight: in a loop that accumulates into a carried,
+    in-flight accumulator (`sagegpu-pipeline`) `pendings = 1` completes the
+    last iteration's group, so that its shared operands may be refilled while
+    this iteration's runs. Until then the dots' shared operands are still being read
     (`sagegpu-allocate-shared-memory` keeps them live, and
     `sagegpu-insert-barriers` counts their reads here as well as at the
     dot). The lowering ties every 32-bit register of the operands to the
@@ -302,7 +311,7 @@ def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
   let arguments = (ins Variadic<Sage_AnyTile>:$inputs,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$pendings);
   let results = (outs Variadic<Sage_AnyTile>:$outputs);
-  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let assemblyFormat = "$inputs attr-dict (`:` type($inputs)^)?";
   let hasVerifier = 1;
 }
 

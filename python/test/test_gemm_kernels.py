@@ -1,0 +1,76 @@
+"""The sage GEMMs (sage.kernels.gemm) in the interpreter and in the IR: the
+INT8 one exact in int32 with tails in M, N and K and trip counts of 0 and
+1, its dequantized form, and the 16-bit one; their accumulators are the
+matmuls' own (one ``sage.matmul ... acc``, no add) in a pipelined loop."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import sage.language as sl
+from sage.kernels.gemm.kernels import gemm
+from test_language_kernels import half_operands
+
+RNG = np.random.default_rng(7)
+BLOCKS = dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _int8(shape: tuple[int, int]) -> np.ndarray:
+    return RNG.integers(-127, 128, shape).astype(np.int8)
+
+
+@pytest.mark.parametrize("m,n,k,group", [(50, 70, 100, 8), (32, 64, 32, 8), (40, 65, 0, 8),
+                                         (33, 64, 7, 8), (250, 200, 40, 3), (250, 200, 40, 1)])
+def test_int8_gemm_is_exact(m, n, k, group):
+    """Every C tile is written once, whatever the program groups (8 tile rows
+    of 3, 3 and 2 with GROUP_M = 3)."""
+    a, b = _int8((m, k)), _int8((n, k))
+    c = np.full((m, n), -1, np.int32)
+    unused = np.zeros(1, np.float32)
+    sl.interpret(gemm, _cdiv(m, 32) * _cdiv(n, 64), [a, b, c, unused, unused, m, n, k],
+                 dict(BLOCKS, STAGES=2, GROUP_M=group))
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
+
+
+def test_int8_gemm_dequantizes_once_after_the_loop():
+    m, n, k = 45, 70, 96
+    a, b = _int8((m, k)), _int8((n, k))
+    sa = RNG.uniform(0.001, 0.01, m).astype(np.float32)
+    sb = RNG.uniform(0.001, 0.01, n).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    sl.interpret(gemm, _cdiv(m, 32) * _cdiv(n, 64), [a, b, c, sa, sb, m, n, k],
+                 dict(BLOCKS, DEQUANT=True))
+    exact = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
+    # f32(dot) * sa * sb: three f32 roundings.
+    np.testing.assert_allclose(c, exact, rtol=4e-7, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [sl.float16, sl.bfloat16])
+def test_half_gemm(dtype):
+    m, n, k = 40, 70, 72
+    (a, b), args = half_operands(RNG, dtype, (m, k), (n, k))
+    c = np.zeros((m, n), np.float32)
+    unused = np.zeros(1, np.float32)
+    sl.interpret(gemm, _cdiv(m, 32) * _cdiv(n, 64), [*args, c, unused, unused, m, n, k], BLOCKS)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_the_accumulator_is_the_matmuls_own():
+    specs = [sl.ArgSpec.pointer(sl.int8), sl.ArgSpec.pointer(sl.int8),
+             sl.ArgSpec.pointer(sl.int32), sl.ArgSpec.pointer(sl.float32),
+             sl.ArgSpec.pointer(sl.float32), *[sl.ArgSpec.scalar(sl.int32)] * 3]
+    ir = sl.trace(gemm, specs, dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, STAGES=3),
+                  num_warps=8)
+    matmuls = re.findall(r"sage\.matmul .* acc .* -> tensor<128x256xi32>", ir)
+    assert len(matmuls) == 1, ir
+    assert "sage.num_stages = 3 : i32" in ir
+    assert "sage.qmatmul" not in ir
+    assert not re.search(r"arith\.addi .*: tensor<", ir), ir  # no tile of partial sums
