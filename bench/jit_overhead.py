@@ -66,7 +66,7 @@ def cold_stages(results: dict[str, Any]) -> None:
     call = kernel.bind((a, b, c, m, n, k), dict(blocks))
     stages["trace (Python DSL -> sage IR)"], ir = timed(
         lambda: trace_specialization(quant_matmul, "quant_matmul", call.keys,
-                                     call.constexprs, arch, 4))
+                                     call.constexprs, arch, call.options))
     stages["compile (sage IR -> PTX, in-process)"], out = timed(
         lambda: library.compile_all(ir, CompileOptions(arch=arch)))
     with tempfile.TemporaryDirectory() as folder:

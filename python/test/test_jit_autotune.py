@@ -110,6 +110,13 @@ def test_config_values_hash_and_repr():
     assert a != Config({"BLOCK": 64, "STAGES": 2}) and a != Config({"BLOCK": 64}, num_warps=8)
     assert a.all_kwargs() == {"BLOCK": 64, "STAGES": 2, "num_warps": 8}
     assert Config(maxnreg=96).all_kwargs() == {"num_warps": 4, "maxnreg": 96}
+    staged = Config({"BLOCK": 64}, num_warps=8, num_stages=3)
+    assert repr(staged) == "Config({'BLOCK': 64}, num_warps=8, num_stages=3)"
+    assert staged.num_stages == 3 and Config().num_stages is None
+    assert staged != Config({"BLOCK": 64}, num_warps=8) != Config({"BLOCK": 64}, num_warps=8,
+                                                                  num_stages=1)
+    assert staged.all_kwargs() == {"BLOCK": 64, "num_warps": 8, "num_stages": 3}
+    assert pickle.loads(pickle.dumps(staged)) == staged
     with pytest.raises(AttributeError, match="immutable"):
         a.num_warps = 4
     assert pickle.loads(pickle.dumps(Config({"B": 1}, 2, 64))) == Config({"B": 1}, 2, 64)
@@ -118,8 +125,6 @@ def test_config_values_hash_and_repr():
 
 
 @pytest.mark.parametrize("make, error, message", [
-    (lambda: Config({"BLOCK": 64}, num_stages=3), TypeError,
-     r"no option 'num_stages': .*sl.range\(..., num_stages=STAGES\).*Config\(\{'STAGES': 3\}\)"),
     (lambda: Config({}, num_ctas=2), TypeError, "no option 'num_ctas': .*clusters"),
     (lambda: Config({}, pre_hook=print), TypeError, "reset_to_zero= or restore_value="),
     (lambda: Config({}, warps=4), TypeError, "no option 'warps': it takes kwargs, num_warps"),
@@ -130,6 +135,9 @@ def test_config_values_hash_and_repr():
     (lambda: Config(num_warps=3), ValueError, "num_warps must be 1, 2, 4, 8 or 16"),
     (lambda: Config(num_warps=True), ValueError, "num_warps must be"),
     (lambda: Config(maxnreg=8), ValueError, "maxnreg must be None or an integer from 24"),
+    (lambda: Config({"num_stages": 2}), ValueError, r"launch option: Config\(..., num_stages"),
+    *[(lambda stages=stages: Config(num_stages=stages), ValueError,
+       rf"num_stages must be an integer >= 1, got {stages!r}") for stages in (0, -1, True, 2.5)],
 ])
 def test_bad_configs_are_errors(make, error, message):
     with pytest.raises(error, match=message):
@@ -270,9 +278,13 @@ def test_arguments_the_configs_set_are_errors():
             launch(tuned, x, out, **extra)
     with pytest.raises(ArgumentError, match="maxnreg"):
         launch(tuned, x, out, maxnreg=64)
+    staged = sage.autotune([Config({"BLOCK_M": 8, "BLOCK_N": 16}, num_stages=2)],
+                           key=["M"])(column_sums)
+    with pytest.raises(ArgumentError, match="conflicting meta-parameters num_stages"):
+        launch(staged, x, out, num_stages=3)
     # A launch option no config sets stays the caller's.
     unset = sage.autotune(CONFIGS[:2], key=["M"], do_bench=Timer(1.0, 2.0))(column_sums)
-    launch(unset, x, out, maxnreg=64)
+    launch(unset, x, out, maxnreg=64, num_stages=3)
     assert unset.best_config == CONFIGS[0]
 
 
@@ -372,8 +384,8 @@ def test_a_new_autotuner_reads_the_winner_from_disk(cache_dir, capsys, monkeypat
     assert f"  {CONFIGS[0]!r}: 3.0000 ms" in printed
 
 
-@pytest.mark.parametrize("change", ["key", "configs", "config_order", "source", "compiler",
-                                    "environment"])
+@pytest.mark.parametrize("change", ["key", "configs", "config_order", "num_stages", "source",
+                                    "compiler", "environment"])
 def test_every_key_change_is_another_entry(change, cache_dir, monkeypatch):
     launch(tuned_sums(Timer(3.0, 1.0, 2.0)), *problem())
     timer = Timer(1.0, 2.0, 3.0)
@@ -385,6 +397,8 @@ def test_every_key_change_is_another_entry(change, cache_dir, monkeypatch):
         timer.times.append(4.0)
     elif change == "config_order":
         configs = CONFIGS[::-1]
+    elif change == "num_stages":  # a config's launch option is part of the config space
+        configs = CONFIGS[:2] + [Config(CONFIGS[2].kwargs, maxnreg=128, num_stages=2)]
     elif change == "compiler":
         monkeypatch.setattr("sage.jit.compiler.python_sources_hash", lambda: "other")
     elif change == "environment":

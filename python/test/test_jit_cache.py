@@ -111,6 +111,33 @@ def test_every_key_change_is_a_miss(change, monkeypatch):
     assert changed.origin == "compiled" and changed.key != base.key
 
 
+def row_sums(x, out, n, BLOCK: sl.constexpr = 16):
+    acc = sl.zeros((1, BLOCK), sl.float32)
+    for r in sl.range(0, n, 1):
+        acc = acc + sl.load(x, (1, BLOCK), (r, 0), (BLOCK, 1), (n, BLOCK))
+    sl.store(out, acc, (0, 0), (BLOCK, 1), (1, BLOCK))
+
+
+def test_num_stages_is_a_specialisation_and_in_the_disk_key():
+    """A launch's num_stages is another specialisation (in memory); on disk it
+    is another entry where it changes the IR (a kernel with loops), and the
+    same entry where it cannot (a kernel without)."""
+    kernel = sage.jit(row_sums)
+    x, out = np.zeros((8, 16), np.float32), np.zeros(16, np.float32)
+    plain = kernel.compile(x, out, 8, arch="sm_90a")
+    staged = kernel.compile(x, out, 8, arch="sm_90a", num_stages=3)
+    assert staged.compiled is not plain.compiled and staged.key != plain.key
+    assert (plain.num_stages, staged.num_stages) == (1, 3)
+    assert "sage.num_stages = 3 : i32" in staged.ir and "num_stages" not in plain.ir
+    assert kernel.compile(x, out, 8, arch="sm_90a", num_stages=3).compiled is staged.compiled
+    loopless = sage.jit(scale)
+    base = loopless.compile(*np.zeros((2, 128), np.float32), 128, 2.0, arch="sm_90a")
+    other = loopless.compile(*np.zeros((2, 128), np.float32), 128, 2.0, arch="sm_90a",
+                             num_stages=3)
+    assert other.compiled is not base.compiled and other.num_stages == 3
+    assert (other.origin, other.key) == ("cache", base.key)
+
+
 def test_knobs_that_keep_output_keep_the_key(monkeypatch, tmp_path):
     base = compile_once()
     monkeypatch.setenv("SAGE_DUMP", "ptx")

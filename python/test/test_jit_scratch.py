@@ -13,6 +13,7 @@ import pytest
 from sage.jit.compiler import CompiledKernel
 from sage.jit.function import BoundCall, launch
 from sage.jit.launcher import global_scratch
+from sage.jit.options import LaunchOptions
 from sage.jit.specialize import ArgKey
 
 KEYS = (ArgKey("pointer", "float16", True), ArgKey("pointer", "float32", True),
@@ -81,7 +82,7 @@ def torch(monkeypatch) -> FakeTorch:
 def run(kernel: CompiledKernel, grid: tuple, torch: FakeTorch, device: int = 0):
     loaded = FakeLoaded(kernel.signature, torch)
     kernel._loaded[device] = loaded
-    call = BoundCall({}, {}, KEYS, (0x1000, 0x2000, 64), device, 4, None)
+    call = BoundCall({}, {}, KEYS, (0x1000, 0x2000, 64), device, LaunchOptions(4))
     launch(kernel, grid, call)
     return loaded, call
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,54 @@ def test_hints_reach_the_ir():
     assert 'sage.target = "sm_90a", sage.num_warps = 4 : i32, sage.maxnreg = 128 : i32' in capped
     assert "arith.constant 64 : i32" in kernel.ir(x, y, 128, 2.0, arch="sm_90a")
     assert "arith.constant 32 : i32" in kernel.ir(x, y, 128, 2.0, BLOCK=32, arch="sm_90a")
+
+
+def row_sums(x, out, n, BLOCK: sl.constexpr = 16):
+    """out[0:BLOCK] = the sums of the first n rows of x (n x BLOCK): a loop
+    that gives no num_stages."""
+    acc = sl.zeros((1, BLOCK), sl.float32)
+    for r in sl.range(0, n, 1):
+        acc = acc + sl.load(x, (1, BLOCK), (r, 0), (BLOCK, 1), (n, BLOCK))
+    sl.store(out, acc, (0, 0), (BLOCK, 1), (1, BLOCK))
+
+
+def test_launch_num_stages_is_bound_and_reaches_the_loops():
+    kernel = sage.jit(row_sums)
+    x, out = np.zeros((8, 16), np.float32), np.zeros(16, np.float32)
+    call = kernel.bind((x, out, 8), {"num_stages": 3}, check_device=False)
+    assert call.num_stages == 3 and call.options.num_warps == 4 and call.maxnreg is None
+    assert kernel.bind((x, out, 8), {}, check_device=False).num_stages == 1
+    assert call.options != kernel.bind((x, out, 8), {}, check_device=False).options
+    assert "sage.num_stages = 3 : i32" in kernel.ir(x, out, 8, arch="sm_90a", num_stages=3)
+    assert "num_stages" not in kernel.ir(x, out, 8, arch="sm_90a")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    *[("num_stages", bad, "num_stages must be an integer >= 1") for bad in (0, -1, True, 2.5)],
+    ("num_warps", 3, "num_warps must be 1, 2, 4, 8 or 16"),
+    ("maxnreg", 16, "maxnreg must be None or an integer from 24 to 255"),
+])
+def test_launch_options_are_checked_when_bound(option, value, message):
+    """A bad launch option is an error of the launch, before any device or
+    trace (also under the interpreter)."""
+    kernel = sage.jit(row_sums)
+    x, out = np.zeros((8, 16), np.float32), np.zeros(16, np.float32)
+    message += ", got " + re.escape(repr(value))
+    for bad_launch in (lambda: kernel[(1,)](x, out, 8, **{option: value}),
+                       lambda: kernel.interpret((1,), x, out, 8, **{option: value}),
+                       lambda: kernel.ir(x, out, 8, arch="sm_90a", **{option: value})):
+        with pytest.raises(ValueError, match=message):
+            bad_launch()
+
+
+def test_the_interpreter_accepts_and_ignores_launch_options():
+    kernel = sage.jit(row_sums)
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    plain, staged = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    kernel.interpret((1,), x, plain, 8)
+    kernel.interpret((1,), x, staged, 8, num_stages=3, num_warps=8, maxnreg=128)
+    np.testing.assert_array_equal(plain, x.sum(axis=0))
+    np.testing.assert_array_equal(staged, plain)
 
 
 def test_do_not_specialize_drops_the_hints():

@@ -291,6 +291,10 @@ def test_argument_specs():
         with pytest.raises(ValueError, match=r"maxnreg must be None or an integer from 24 "
                                              r"to 255, got " + re.escape(repr(maxnreg))):
             sl.trace(lambda a: None, [F32], {}, maxnreg=maxnreg)
+    for stages in (0, -1, True, 2.5, None):
+        with pytest.raises(ValueError, match=r"num_stages must be an integer >= 1, got "
+                                             + re.escape(repr(stages))):
+            sl.trace(lambda a: None, [F32], {}, num_stages=stages)
 
 
 def test_interpreter_reports_the_same_errors_and_bad_arguments():

@@ -142,6 +142,41 @@ def test_num_stages_is_recorded_on_the_loop():
     assert x[0] == 6.0
 
 
+def two_loops(x, n, STAGES: sl.constexpr):
+    """Sums x[0:n] twice: a loop that gives no num_stages, then one that gives STAGES."""
+    acc = sl.zeros((1, 1), sl.float32)
+    for i in sl.range(0, n, 1):
+        acc = acc + sl.load(x, (1, 1), (i, 0), (1, 1), (n, 1))
+    for j in sl.range(0, n, 1, num_stages=STAGES):
+        acc = acc + sl.load(x, (1, 1), (j, 0), (1, 1), (n, 1))
+    sl.store(x, acc, (0, 0), (1, 1), (1, 1))
+
+
+def loop_stages(text: str) -> list[str]:
+    """The attributes of each scf.for of ``text``, in order ("" for none)."""
+    return [found.group(1) or "" for found in
+            re.finditer(r"^    \}( \{sage\.num_stages = \d+ : i32\})? loc\(", text, re.M)]
+
+
+def test_launch_num_stages_is_the_default_of_loops_that_give_none():
+    """sl.trace(..., num_stages=S) stages the loops that give no num_stages;
+    an explicit num_stages wins, 1 included (opting the loop out). The default,
+    1, records nothing, as an explicit 1 does."""
+    specs = [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.scalar(sl.int32)]
+    three, two = " {sage.num_stages = 3 : i32}", " {sage.num_stages = 2 : i32}"
+    assert loop_stages(sl.trace(two_loops, specs, {"STAGES": 2}, num_stages=3)) == [three, two]
+    assert loop_stages(sl.trace(two_loops, specs, {"STAGES": 1}, num_stages=3)) == [three, ""]
+    assert loop_stages(sl.trace(two_loops, specs, {"STAGES": 2})) == ["", two]
+    assert sl.trace(two_loops, specs, {"STAGES": 1}) == sl.trace(two_loops, specs, {"STAGES": 1},
+                                                                 num_stages=1)
+    assert "num_stages" not in sl.trace(two_loops, specs, {"STAGES": 1})
+    # The launch's stages last only for its trace.
+    assert loop_stages(sl.trace(two_loops, specs, {"STAGES": 1})) == ["", ""]
+    x = np.arange(4, dtype=np.float32)
+    sl.interpret(two_loops, 1, [x, 4], {"STAGES": 3})
+    assert x[0] == 12.0
+
+
 def test_trace_is_deterministic():
     assert traced("attention_forward") == traced("attention_forward")
     assert traced("every_op") == traced("every_op")

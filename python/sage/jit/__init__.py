@@ -16,12 +16,13 @@ from sage.jit.compiler import CompiledKernel
 from sage.jit.function import JITFunction, SpecializedKernel, jit
 from sage.jit import knobs
 from sage.jit.knobs import KnobError
+from sage.jit.options import LaunchOptions
 from sage.jit.specialize import ArgumentError
 
 # The decorator is `sage.autotune`: here `sage.jit.autotune` stays the module
 # (a function of that name would hide it, as `jit` would hide this package).
 __all__ = ["ArgumentError", "AutotuneError", "Autotuner", "CompiledKernel", "Config",
-           "JITFunction", "KnobError", "SpecializedKernel", "jit", "knobs"]
+           "JITFunction", "KnobError", "LaunchOptions", "SpecializedKernel", "jit", "knobs"]
 
 
 class _DecoratorModule(types.ModuleType):

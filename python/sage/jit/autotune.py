@@ -1,11 +1,11 @@
 """``@sage.autotune``: a ``@sage.jit`` kernel that tries several launch
 configurations and keeps the fastest per key, in memory and on disk.
 
-    @sage.autotune(configs=[sage.Config({"BLOCK_N": 64, "STAGES": 2}),
-                            sage.Config({"BLOCK_N": 128, "STAGES": 3}, num_warps=8)],
+    @sage.autotune(configs=[sage.Config({"BLOCK_N": 64}, num_stages=2),
+                            sage.Config({"BLOCK_N": 128}, num_warps=8, num_stages=3)],
                    key=["M", "N", "K"])
     @sage.jit
-    def matmul(a, b, c, M, N, K, BLOCK_N: sl.constexpr, STAGES: sl.constexpr): ...
+    def matmul(a, b, c, M, N, K, BLOCK_N: sl.constexpr): ...  # sl.range loops: no num_stages
 
     matmul[lambda meta: (cdiv(meta["M"], 64), cdiv(meta["N"], meta["BLOCK_N"]))](a, b, c,
                                                                                 M, N, K)
@@ -30,24 +30,22 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from sage.compiler.library import CompilationError
 from sage.jit.autotune_cache import (Record, WinnerCache, compiler_identity, device_identity,
                                      entry_key, kernel_identity)
-from sage.jit.function import DEFAULT_NUM_WARPS, JITFunction, jit
+from sage.jit.function import JITFunction, jit
 from sage.jit.knobs import knobs
 from sage.jit.launcher import current_device
+from sage.jit.options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, NAMES, LaunchOptions
 from sage.jit.specialize import ArgumentError
 
 #: Options of Triton's ``Config`` that sage has no launch equivalent of, and
 #: what to do instead.
 _FOREIGN_OPTIONS = {
-    "num_stages": "sage pipelines each loop on its own: make the stages a constexpr of the "
-                  "kernel, pass it to sl.range(..., num_stages=STAGES) and set it in the "
-                  "config's kwargs, e.g. Config({'STAGES': 3})",
     "num_ctas": "sage launches no thread-block clusters",
     "pre_hook": "give autotune reset_to_zero= or restore_value= for the arguments the "
                 "benchmark runs change",
     "ir_override": "use SAGE_OVERRIDE_DIR",
 }
 #: The launch options a config sets besides its constexprs.
-_LAUNCH_OPTIONS = ("num_warps", "maxnreg")
+_LAUNCH_OPTIONS = NAMES
 #: Bytes written between timed runs to evict the L2 cache (50 MB on an H100),
 #: so each run reads its inputs from memory as a cold launch in a model does.
 _FLUSH_BYTES = 256 << 20
@@ -66,33 +64,38 @@ class Config:
 
     Args:
         kwargs: values of constexpr parameters of the kernel: tile sizes,
-            pipeline stages (sage has no launch-wide ``num_stages``: a kernel
-            passes a constexpr to ``sl.range(..., num_stages=S)``),
-            warp-specialisation choices, whatever the kernel makes a constexpr.
+            warp-specialisation choices, per-loop stages (a constexpr passed
+            to ``sl.range(..., num_stages=S)``), whatever the kernel makes a
+            constexpr.
         num_warps: warps per program (1, 2, 4, 8, 16).
         maxnreg: a cap on registers per thread (24-255); None leaves it to
             ptxas (or to a ``maxnreg`` the caller passes).
+        num_stages: the stages (an int >= 1) of every ``sl.range`` loop that
+            passes none itself; None leaves them to a ``num_stages`` the
+            caller passes (default 1, not pipelined).
 
     Configs are immutable, compare and hash by value, and their ``repr`` (part
-    of the disk key) lists the kwargs sorted by name.
+    of the disk key) lists the kwargs sorted by name and the launch options
+    set.
 
     Raises:
-        TypeError: for an option sage does not have (``num_stages``,
-            ``num_ctas``, ``pre_hook``: the message says what to do instead)
-            or kwargs that are not a mapping of names to hashable values.
-        ValueError: for launch options in ``kwargs``, or a bad ``num_warps``
-            or ``maxnreg``.
+        TypeError: for an option sage does not have (``num_ctas``,
+            ``pre_hook``: the message says what to do instead) or kwargs that
+            are not a mapping of names to hashable values.
+        ValueError: for launch options in ``kwargs``, or a bad ``num_warps``,
+            ``maxnreg`` or ``num_stages``.
     """
 
-    __slots__ = ("kwargs", "num_warps", "maxnreg", "_identity")
+    __slots__ = ("kwargs", "num_warps", "maxnreg", "num_stages", "_identity")
 
     def __init__(self, kwargs: Mapping[str, Any] | None = None,
                  num_warps: int = DEFAULT_NUM_WARPS, maxnreg: int | None = None,
-                 **options: Any):
+                 num_stages: int | None = None, **options: Any):
         if options:
             raise TypeError("; ".join(
                 f"Config has no option {name!r}: "
-                + _FOREIGN_OPTIONS.get(name, "it takes kwargs, num_warps and maxnreg")
+                + _FOREIGN_OPTIONS.get(name, "it takes kwargs, num_warps, maxnreg and "
+                                             "num_stages")
                 for name in options))
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise TypeError(f"Config kwargs are a dict of constexpr names to values, got "
@@ -104,17 +107,17 @@ class Config:
             if name in _LAUNCH_OPTIONS:
                 raise ValueError(f"{name} is a launch option: Config(..., {name}=...), not "
                                  "one of the kwargs")
-        if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16):
-            raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps!r}")
-        from sage.language.tracer import check_maxnreg  # sage.language imports numpy
-        check_maxnreg(maxnreg)
-        identity = (tuple(sorted(values.items())), num_warps, maxnreg)
+        # Checked as a launch checks them (an unset num_stages as the default's).
+        LaunchOptions(num_warps, maxnreg,
+                      DEFAULT_NUM_STAGES if num_stages is None else num_stages)
+        identity = (tuple(sorted(values.items())), num_warps, maxnreg, num_stages)
         try:
             hash(identity)
         except TypeError:
             raise TypeError(f"Config kwargs values must be hashable, got {values!r}") from None
         for slot, value in (("kwargs", MappingProxyType(values)), ("num_warps", num_warps),
-                            ("maxnreg", maxnreg), ("_identity", identity)):
+                            ("maxnreg", maxnreg), ("num_stages", num_stages),
+                            ("_identity", identity)):
             object.__setattr__(self, slot, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -122,15 +125,18 @@ class Config:
 
     def __reduce__(self) -> tuple:
         # Pickled and copied through the constructor (its slots refuse setattr).
-        return Config, (dict(self.kwargs), self.num_warps, self.maxnreg)
+        return Config, (dict(self.kwargs), self.num_warps, self.maxnreg, self.num_stages)
+
+    def launch_options(self) -> dict[str, Any]:
+        """The launch options the config sets (``maxnreg`` and ``num_stages``
+        only when not None: the caller's, or the default, otherwise)."""
+        return {name: getattr(self, name) for name in _LAUNCH_OPTIONS
+                if name == "num_warps" or getattr(self, name) is not None}
 
     def all_kwargs(self) -> dict[str, Any]:
         """What the config adds to a launch: its kwargs and launch options
-        (``maxnreg`` only when set)."""
-        options = {"num_warps": self.num_warps}
-        if self.maxnreg is not None:
-            options["maxnreg"] = self.maxnreg
-        return {**self.kwargs, **options}
+        (:meth:`launch_options`)."""
+        return {**self.kwargs, **self.launch_options()}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Config) and self._identity == other._identity
@@ -140,8 +146,8 @@ class Config:
 
     def __repr__(self) -> str:
         values = ", ".join(f"{name!r}: {value!r}" for name, value in self._identity[0])
-        cap = "" if self.maxnreg is None else f", maxnreg={self.maxnreg}"
-        return f"Config({{{values}}}, num_warps={self.num_warps}{cap})"
+        options = "".join(f", {name}={value!r}" for name, value in self.launch_options().items())
+        return f"Config({{{values}}}{options})"
 
 
 # -- timing --------------------------------------------------------------------
@@ -414,7 +420,7 @@ class Autotuner:
     def named_args(self, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Every argument of a call by name (defaults filled), without the
         ones the configs set."""
-        values, _, _, _ = self.fn.split(args, {**kwargs, **self.configs[0].kwargs})
+        values, _, _ = self.fn.split(args, {**kwargs, **self.configs[0].kwargs})
         return {name: value for name, value in values.items() if name not in self._tuned}
 
     def tuning_key(self, named: Mapping[str, Any]) -> tuple:

@@ -5,7 +5,9 @@ An entry lives in a :class:`~sage.jit.cache.FileCache` under
 is a miss). Its key is a SHA-256 over everything a winner depends on:
 
 - the kernel: its name and a hash of its source;
-- the config space: ``repr`` of every config benchmarked, in order;
+- the config space: ``repr`` of every config benchmarked, in order (its
+  kwargs and the launch options it sets: ``num_warps``, ``maxnreg``,
+  ``num_stages``);
 - the key: the values of the ``key`` arguments (a tensor's shape and dtype)
   and the dtypes of the tensor arguments;
 - the device: its name and compute capability ("interpreter" under

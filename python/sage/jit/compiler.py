@@ -8,7 +8,8 @@ The disk-cache key is a SHA-256 over:
   ``sage.jit``, ``sage.language`` and ``sage.runtime``;
 - the traced IR text, which holds the kernel's body, its specialisation
   (argument types, alignment/divisibility promises, constexpr values), the
-  target, the warps and the register cap (or the text of an override file);
+  target and the launch options: the warps, the register cap and each
+  loop's stages (or the text of an override file);
 - the options (arch, warps, PTX ISA version, cubin or not) and the ptxas
   version when a cubin is made;
 - every set environment knob that changes compiled output
@@ -29,6 +30,7 @@ from sage.compiler.library import CompileOptions, CompilerLibrary, default_libra
 from sage.jit.cache import FileCache
 from sage.jit.dump import write_dumps
 from sage.jit.knobs import knobs
+from sage.jit.options import DEFAULT_NUM_STAGES, LaunchOptions, default_options
 from sage.jit.specialize import ArgKey, Param, arg_specs
 from sage.runtime.ptx import KernelInfo, parse_kernel_header
 
@@ -93,7 +95,8 @@ class CompiledKernel:
 
     ``stages`` holds every product by SAGE_DUMP stage name (``ir``, ``ptx``,
     ``cubin``, ...); ``origin`` says where it came from: "compiled",
-    "cache", or "override:<path>".
+    "cache", or "override:<path>". ``num_warps``, ``maxnreg`` and
+    ``num_stages`` are its launch options, together :attr:`options`.
     """
 
     name: str
@@ -106,11 +109,15 @@ class CompiledKernel:
     constexprs: dict[str, Any]
     stages: dict[str, bytes]
     origin: str
+    num_stages: int = DEFAULT_NUM_STAGES
     info: KernelInfo = field(init=False)
+    #: The launch options it was compiled for (made once: launches compare them).
+    options: LaunchOptions = field(init=False, repr=False)
     _loaded: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.info = parse_kernel_header(self.ptx)[self.name]
+        self.options = LaunchOptions(self.num_warps, self.maxnreg, self.num_stages)
 
     @property
     def ir(self) -> str:
@@ -216,25 +223,28 @@ def compile_ir(ir: str, name: str, arch: str, num_warps: int,
 
 
 def trace_specialization(fn: Callable, name: str, arg_keys: tuple[ArgKey, ...],
-                         constexprs: dict[str, Any], arch: str, num_warps: int,
-                         maxnreg: int | None = None) -> str:
-    """The sage IR of one specialisation of ``fn`` (no compilation)."""
+                         constexprs: dict[str, Any], arch: str,
+                         options: LaunchOptions | None = None) -> str:
+    """The sage IR of one specialisation of ``fn`` (no compilation);
+    ``options`` default to a launch's defaults."""
     import sage.language as sl
 
+    options = options or default_options()
     return sl.trace(fn, arg_specs(arg_keys), constexprs, name=name, arch=arch,
-                    num_warps=num_warps, maxnreg=maxnreg)
+                    **options.trace_kwargs())
 
 
 def compile_specialization(fn: Callable, name: str, params: tuple[Param, ...],
                            arg_keys: tuple[ArgKey, ...], constexprs: dict[str, Any],
-                           arch: str, num_warps: int,
-                           maxnreg: int | None = None) -> CompiledKernel:
-    """Traces ``fn`` for one specialisation and compiles it (the register
-    cap ``maxnreg``, like the warps, is recorded in the traced IR)."""
-    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, num_warps, maxnreg)
+                           arch: str, options: LaunchOptions | None = None) -> CompiledKernel:
+    """Traces ``fn`` for one specialisation and compiles it (the launch
+    options, the warps, the register cap and the loops' stages, are recorded
+    in the traced IR)."""
+    options = options or default_options()
+    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, options)
 
     def make(**products: Any) -> CompiledKernel:
-        return CompiledKernel(name=name, arch=arch, num_warps=num_warps, maxnreg=maxnreg,
-                              params=params,
-                              arg_keys=arg_keys, constexprs=dict(constexprs), **products)
-    return compile_ir(ir, name, arch, num_warps, make)
+        return CompiledKernel(name=name, arch=arch, params=params, arg_keys=arg_keys,
+                              constexprs=dict(constexprs), **options.trace_kwargs(),
+                              **products)
+    return compile_ir(ir, name, arch, options.num_warps, make)

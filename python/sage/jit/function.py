@@ -7,6 +7,7 @@ and launches on the GPU (or runs in the interpreter with SAGE_INTERPRET=1).
     add[(triton_cdiv(n, 128),)](x, y, out, n, BLOCK=128)
     add[lambda meta: (cdiv(meta["n"], meta["BLOCK"]),)](x, y, out, n, BLOCK=128)
     ptx = add.compile(x, y, out, n, BLOCK=128).ptx      # no launch
+    add[grid](x, y, out, n, BLOCK=128, num_warps=8, num_stages=3)  # launch options
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from sage.jit.compiler import CompiledKernel, compile_specialization, trace_spec
 from sage.jit.knobs import knobs
 from sage.jit.launcher import (check_pointer, current_device, current_stream,
                                global_scratch, grid_dims, pointer_of)
+from sage.jit.options import LaunchOptions, pop_launch_options
 from sage.jit.specialize import (ArgKey, ArgumentError, Param, arch_for_capability,
                                  kernel_params, pointer_key, scalar_key)
-
-DEFAULT_NUM_WARPS = 4
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,15 +35,25 @@ def device_arch(device: int) -> str:
 class BoundCall:
     """One call's arguments, split and keyed (see :meth:`JITFunction.bind`)."""
 
-    __slots__ = ("values", "constexprs", "keys", "launch_args", "device", "num_warps",
-                 "maxnreg")
+    __slots__ = ("values", "constexprs", "keys", "launch_args", "device", "options")
 
     def __init__(self, values: dict[str, Any], constexprs: dict[str, Any],
                  keys: tuple[ArgKey, ...], launch_args: tuple, device: int | None,
-                 num_warps: int, maxnreg: int | None):
+                 options: LaunchOptions):
         self.values, self.constexprs, self.keys = values, constexprs, keys
-        self.launch_args, self.device, self.num_warps = launch_args, device, num_warps
-        self.maxnreg = maxnreg
+        self.launch_args, self.device, self.options = launch_args, device, options
+
+    @property
+    def num_warps(self) -> int:
+        return self.options.num_warps
+
+    @property
+    def maxnreg(self) -> int | None:
+        return self.options.maxnreg
+
+    @property
+    def num_stages(self) -> int:
+        return self.options.num_stages
 
 
 class JITFunction:
@@ -72,15 +82,16 @@ class JITFunction:
     # -- binding arguments ---------------------------------------------------
 
     def split(self, args: tuple, kwargs: dict[str, Any]
-              ) -> tuple[dict[str, Any], dict[str, Any], int, int | None]:
-        """(every argument by name, the constexprs, num_warps, maxnreg) of a
+              ) -> tuple[dict[str, Any], dict[str, Any], LaunchOptions]:
+        """(every argument by name, the constexprs, the launch options) of a
         call; defaults fill what is not given.
 
         Raises:
             ArgumentError: for too many, unknown, repeated or missing arguments.
+            ValueError: for a launch option out of range (``num_warps``,
+                ``maxnreg``, ``num_stages``).
         """
-        num_warps = kwargs.pop("num_warps", DEFAULT_NUM_WARPS)
-        maxnreg = kwargs.pop("maxnreg", None)
+        options = pop_launch_options(kwargs)
         if len(args) > len(self.params):
             raise ArgumentError(f"{self.name} takes {len(self.params)} arguments, got "
                                 f"{len(args)}")
@@ -98,7 +109,7 @@ class JITFunction:
                         raise ArgumentError(f"{self.name}: missing argument {param.name}")
                     values[param.name] = param.default
         constexprs = {name: values[name] for name in self._constexpr_names}
-        return values, constexprs, num_warps, maxnreg
+        return values, constexprs, options
 
     def bind(self, args: tuple, kwargs: dict[str, Any], *, check_device: bool = True
              ) -> BoundCall:
@@ -108,7 +119,7 @@ class JITFunction:
         Raises:
             ArgumentError: naming the argument that does not fit.
         """
-        values, constexprs, num_warps, maxnreg = self.split(args, kwargs)
+        values, constexprs, options = self.split(args, kwargs)
         keys, launch_args = [], []
         device = None  # the first pointer's device; every other must match
         for param in self.runtime_params:
@@ -133,17 +144,16 @@ class JITFunction:
         if check_device and device is None:
             device = current_device()
         return BoundCall(values, constexprs, tuple(keys), tuple(launch_args), device,
-                         num_warps, maxnreg)
+                         options)
 
     # -- compiling -------------------------------------------------------------
 
     def _compiled(self, call: BoundCall, arch: str) -> CompiledKernel:
-        key = (call.keys, tuple(call.constexprs.items()), call.num_warps, call.maxnreg, arch)
+        key = (call.keys, tuple(call.constexprs.items()), call.options, arch)
         kernel = None if knobs.always_compile.get() else self._kernels.get(key)
         if kernel is None:
             kernel = compile_specialization(self.fn, self.name, self.params, call.keys,
-                                            call.constexprs, arch, call.num_warps,
-                                            call.maxnreg)
+                                            call.constexprs, arch, call.options)
             self._kernels[key] = kernel
         return kernel
 
@@ -162,13 +172,14 @@ class JITFunction:
         only, not compiled); ``arch`` as in :meth:`compile`."""
         call = self.bind(args, dict(kwargs), check_device=arch is None)
         return trace_specialization(self.fn, self.name, call.keys, call.constexprs,
-                                    arch or device_arch(call.device), call.num_warps,
-                                    call.maxnreg)
+                                    arch or device_arch(call.device), call.options)
 
     # -- launching -------------------------------------------------------------
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
-        """``kernel[grid](*args, num_warps=4, maxnreg=None, **constexprs)``."""
+        """``kernel[grid](*args, num_warps=4, maxnreg=None, num_stages=1, **constexprs)``:
+        ``num_stages`` is the stages of every ``sl.range`` loop that passes
+        none itself."""
         if type(grid) is tuple and 1 <= len(grid) < 3:  # padded once, not per launch
             grid = grid + (1,) * (3 - len(grid))
         return functools.partial(self.run, grid)
@@ -186,9 +197,11 @@ class JITFunction:
     def interpret(self, grid: Any, *args: Any, **kwargs: Any) -> None:
         """Runs the launch on the CPU with :func:`sage.language.interpret`
         (what :meth:`run` does under ``SAGE_INTERPRET=1``): numpy arrays,
-        ``sl.Buffer`` or torch tensors, written in place."""
+        ``sl.Buffer`` or torch tensors, written in place. The launch options
+        are checked and ignored: warps, registers and stages never change
+        results."""
         from sage.jit.interpret import interpret
-        values, constexprs, _, _ = self.split(args, dict(kwargs))
+        values, constexprs, _ = self.split(args, dict(kwargs))
         interpret(self.fn, self.runtime_params, grid_dims(grid, values), values, constexprs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -221,7 +234,7 @@ class SpecializedKernel:
         Raises:
             ArgumentError: naming the first argument that differs (a dtype, a
                 pointer no longer 16-byte aligned, an integer no longer
-                divisible by 16, a constexpr value, the warps).
+                divisible by 16, a constexpr value, a launch option).
         """
         call = self.function.bind(args, kwargs)
         kernel, name = self.compiled, self.function.name
@@ -231,12 +244,10 @@ class SpecializedKernel:
                 raise ArgumentError(f"{name}: argument {param.name} does not match the "
                                     f"compiled specialisation: {describe(want)} expected, "
                                     f"got {describe(got)}")
-        if (call.constexprs != kernel.constexprs or call.num_warps != kernel.num_warps
-                or call.maxnreg != kernel.maxnreg):
+        if call.constexprs != kernel.constexprs or call.options != kernel.options:
             raise ArgumentError(f"{name}: compiled for constexprs {kernel.constexprs}, "
-                                f"num_warps={kernel.num_warps} and maxnreg={kernel.maxnreg}, "
-                                f"called with {call.constexprs}, num_warps={call.num_warps} "
-                                f"and maxnreg={call.maxnreg}")
+                                f"{kernel.options.describe()}, called with {call.constexprs}, "
+                                f"{call.options.describe()}")
         if device_arch(call.device) != kernel.arch:
             raise ArgumentError(f"{name}: compiled for {kernel.arch}, device "
                                 f"cuda:{call.device} is {device_arch(call.device)}")

@@ -24,7 +24,9 @@ import builtins
 import inspect
 import textwrap
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +40,37 @@ _RUN = "__sage_run"
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CACHE: "weakref.WeakKeyDictionary[Callable, Callable]" = weakref.WeakKeyDictionary()
+# The stages of a loop that gives none: the launch's ``num_stages`` while
+# sl.trace runs a kernel (launch_num_stages), else 1 (the interpreter).
+_LAUNCH_NUM_STAGES: ContextVar[int] = ContextVar("sage_launch_num_stages", default=1)
+
+
+def is_num_stages(value: object) -> bool:
+    """Whether ``value`` is a valid ``num_stages``: an int >= 1, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@contextmanager
+def launch_num_stages(num_stages: int) -> Iterator[None]:
+    """Within: ``sl.range`` loops that pass no ``num_stages`` take this one
+    (a launch's default, set by ``sl.trace``)."""
+    token = _LAUNCH_NUM_STAGES.set(num_stages)
+    try:
+        yield
+    finally:
+        _LAUNCH_NUM_STAGES.reset(token)
 
 
 @dataclass(frozen=True)
 class RangeSpec:
     """The bounds of an ``sl.range`` loop (integers, runtime or constant) and
-    its schedule (``num_stages``)."""
+    its schedule (``num_stages``; None: the launch's, resolved when the loop
+    is traced)."""
 
     start: Any
     stop: Any
     step: Any
-    num_stages: int = 1
+    num_stages: int | None = None
 
     def __iter__(self):
         raise error("sl.range loops must be written directly in a kernel function whose "
@@ -57,7 +79,7 @@ class RangeSpec:
 
 
 def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
-          num_stages: int = 1) -> RangeSpec:
+          num_stages: int | None = None) -> RangeSpec:
     """A loop with runtime bounds, ``for i in sl.range(start, stop, step)`` (``scf.for``).
 
     Like Python's ``range``: one argument is ``stop``. ``step`` must be
@@ -67,9 +89,11 @@ def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
     shared memory by TMA for its matmuls are copied S - 1 iterations ahead,
     into S buffers (``sage.num_stages`` on the ``scf.for``,
     ``sagegpu-pipeline``). It changes when copies happen, never results:
-    the interpreter ignores it.
+    the interpreter ignores it. Not given, the loop takes the launch's
+    ``num_stages`` (``kernel[grid](..., num_stages=S)``, ``sl.trace(...,
+    num_stages=S)``; default 1); given, it wins (1 keeps the loop unpipelined).
     """
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+    if num_stages is not None and not is_num_stages(num_stages):
         raise error(f"sl.range num_stages must be an integer >= 1, got {num_stages!r}")
     if stop is None:
         start, stop = 0, start
@@ -110,8 +134,9 @@ def run_range_loop(spec: Any, body: Callable[..., tuple], names: Sequence[str],
         return [_carry(name, before, after)
                 for name, before, after in zip(names, carried, out)]
 
+    stages = _LAUNCH_NUM_STAGES.get() if spec.num_stages is None else spec.num_stages
     handles = backend().for_loop(start, stop, step, carried, one_iteration,
-                                 num_stages=spec.num_stages)
+                                 num_stages=stages)
     return tuple(Value(v.type, h) for v, h in zip(carried, handles))
 
 

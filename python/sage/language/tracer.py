@@ -10,6 +10,7 @@ from sage.language.core import ArgSpec
 from sage.language.diagnostics import error
 from sage.language.kernel import (check_arity, constexpr_values, definition,
                                   kernel_signature, run_kernel)
+from sage.language.loops import is_num_stages, launch_num_stages
 from sage.language.values import Value, using_backend
 
 TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
@@ -29,6 +30,28 @@ def check_maxnreg(maxnreg: int | None) -> None:
                          f"got {maxnreg!r}")
 
 
+def check_num_warps(num_warps: int) -> None:
+    """Raises ValueError unless ``num_warps`` is 1, 2, 4, 8 or 16 (an int:
+    4.0 == 4, but would be written into the IR as a float)."""
+    if (not isinstance(num_warps, int) or isinstance(num_warps, bool)
+            or num_warps not in (1, 2, 4, 8, 16)):
+        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps!r}")
+
+
+def check_num_stages(num_stages: int) -> None:
+    """Raises ValueError unless ``num_stages`` (the launch's default for
+    ``sl.range`` loops) is an int >= 1."""
+    if not is_num_stages(num_stages):
+        raise ValueError(f"num_stages must be an integer >= 1, got {num_stages!r}")
+
+
+def check_launch_options(num_warps: int, maxnreg: int | None, num_stages: int) -> None:
+    """Raises ValueError naming the first launch option out of range."""
+    check_num_warps(num_warps)
+    check_maxnreg(maxnreg)
+    check_num_stages(num_stages)
+
+
 def _symbol(name: str) -> str:
     return f"@{name}" if re.fullmatch(r"[A-Za-z_][\w$.]*", name) else f'@"{name}"'
 
@@ -45,7 +68,7 @@ def _parameter(name: str, spec: ArgSpec) -> str:
 
 def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
           *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4,
-          maxnreg: int | None = None) -> str:
+          maxnreg: int | None = None, num_stages: int = 1) -> str:
     """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
 
     ``arg_specs`` describe the non-constexpr parameters in order. The text is
@@ -53,16 +76,17 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     location of the kernel line that produced it. ``maxnreg`` caps the
     registers per thread (``sage.maxnreg``: more programs per SM, spills
     where the kernel needs more); None lets ptxas take what it needs.
+    ``num_stages`` is the stages of every ``sl.range`` loop that does not
+    pass its own (recorded on each loop's ``scf.for``; 1: not pipelined).
 
     Raises:
         CompilationError: the kernel is invalid (message starts with file:line).
-        ValueError: ``arch``, ``num_warps`` or ``maxnreg`` is not supported.
+        ValueError: ``arch``, ``num_warps``, ``maxnreg`` or ``num_stages`` is
+            not supported.
     """
     if arch not in TARGETS:
         raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
-    if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps!r}")
-    check_maxnreg(maxnreg)
+    check_launch_options(num_warps, maxnreg, num_stages)
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(arg_specs), "argument specs")
     constants = constexpr_values(fn, signature, constexprs)
@@ -73,7 +97,7 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
             raise error(f"argument '{param}' needs an sl.ArgSpec, got {spec!r}", definition(fn))
         params.append(_parameter(param, spec))
         arguments.append(Value(spec.type, builder.argument(param)))
-    with using_backend(builder):
+    with using_backend(builder), launch_num_stages(num_stages):
         run_kernel(fn, signature, arguments, constants)
     body = "".join(f"    {line}\n" for line in builder.body_lines())
     cap = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"

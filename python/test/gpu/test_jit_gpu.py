@@ -147,9 +147,11 @@ def test_argument_errors_name_the_argument():
                                             "specialisation: a 16-byte aligned pointer"):
         aligned[(4,)](x[1:], y, 1023, 1.0)
     with pytest.raises(ArgumentError, match=r"compiled for constexprs \{'BLOCK': 256\}, "
-                       r"num_warps=4 and maxnreg=None, called with \{'BLOCK': 256\}, "
-                       r"num_warps=4 and maxnreg=64"):
+                       r"num_warps=4, maxnreg=None and num_stages=1, called with "
+                       r"\{'BLOCK': 256\}, num_warps=4, maxnreg=64 and num_stages=1"):
         aligned[(4,)](x, y, 1024, 1.0, maxnreg=64)
+    with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None and num_stages=3"):
+        aligned[(4,)](x, y, 1024, 1.0, num_stages=3)
     # Through the JIT itself a misaligned view is a new specialisation, not an error.
     kernel[(4,)](x[1:], y, 1023, 1.0)
     torch.cuda.synchronize()
@@ -174,22 +176,58 @@ def test_warm_launch_overhead(record):
     assert per_launch < 200e-6
 
 
+def _int8_start(scales, BLOCK_M, BLOCK_N):
+    """(row, col, s_a, s_b, a zero accumulator) of a program of the int8
+    matmuls below (a helper: traced into the kernel)."""
+    sa = sl.load(scales, shape=(1, 1), offsets=(0, 0), strides=(0, 1), bounds=(1, 2))
+    sb = sl.load(scales, shape=(1, 1), offsets=(0, 1), strides=(0, 1), bounds=(1, 2))
+    return (sl.program_id(0) * BLOCK_M, sl.program_id(1) * BLOCK_N, sa, sb,
+            sl.zeros((BLOCK_M, BLOCK_N), sl.float32))
+
+
+def _int8_step(a, b, sa, sb, acc, row, col, k, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K):
+    """acc plus the product of the A and B tiles at k (loaded by TMA when aligned)."""
+    at = sl.load(a, shape=(BLOCK_M, BLOCK_K), offsets=(row, k), strides=(K, 1),
+                 bounds=(M, K))
+    bt = sl.load(b, shape=(BLOCK_N, BLOCK_K), offsets=(col, k), strides=(K, 1),
+                 bounds=(N, K))
+    return sl.qmatmul(at, sa, bt, sb, contract=(1, 1), acc=acc)
+
+
 def int8_matmul(a, b, scales, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                 BLOCK_K: sl.constexpr, STAGES: sl.constexpr = 1):
     """C = (A Bᵀ) * s_a * s_b from INT8 A (M x K) and B (N x K) in memory
     (their TMA copies STAGES - 1 iterations ahead)."""
-    row = sl.program_id(0) * BLOCK_M
-    col = sl.program_id(1) * BLOCK_N
-    sa = sl.load(scales, shape=(1, 1), offsets=(0, 0), strides=(0, 1), bounds=(1, 2))
-    sb = sl.load(scales, shape=(1, 1), offsets=(0, 1), strides=(0, 1), bounds=(1, 2))
-    acc = sl.zeros((BLOCK_M, BLOCK_N), sl.float32)
+    row, col, sa, sb, acc = _int8_start(scales, BLOCK_M, BLOCK_N)
     for k in sl.range(0, K, BLOCK_K, num_stages=STAGES):
-        at = sl.load(a, shape=(BLOCK_M, BLOCK_K), offsets=(row, k), strides=(K, 1),
-                     bounds=(M, K))
-        bt = sl.load(b, shape=(BLOCK_N, BLOCK_K), offsets=(col, k), strides=(K, 1),
-                     bounds=(N, K))
-        acc = sl.qmatmul(at, sa, bt, sb, contract=(1, 1), acc=acc)
+        acc = _int8_step(a, b, sa, sb, acc, row, col, k, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     sl.store(c, acc, offsets=(row, col), strides=(N, 1), bounds=(M, N))
+
+
+def int8_matmul_plain_loop(a, b, scales, c, M, N, K, BLOCK_M: sl.constexpr,
+                           BLOCK_N: sl.constexpr, BLOCK_K: sl.constexpr):
+    """:func:`int8_matmul` with a loop that gives no num_stages: the launch's
+    num_stages pipelines it."""
+    row, col, sa, sb, acc = _int8_start(scales, BLOCK_M, BLOCK_N)
+    for k in sl.range(0, K, BLOCK_K):
+        acc = _int8_step(a, b, sa, sb, acc, row, col, k, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
+    sl.store(c, acc, offsets=(row, col), strides=(N, 1), bounds=(M, N))
+
+
+def _exact_int8_product(kernel, m: int, n: int, k: int, seed: int, **blocks):
+    """Compiles and launches ``kernel`` (an int8 matmul, 64 x 64 tiles) on
+    random INT8 operands, checks the product is exact, and returns the
+    compiled kernel (for its IR and PTX)."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randint(-127, 128, (m, k), generator=gen, dtype=torch.int8).cuda()
+    b = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8).cuda()
+    scales = torch.tensor([1.0, 1.0], device="cuda")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    compiled = kernel.compile(a, b, scales, c, m, n, k, **blocks)
+    kernel[(_cdiv(m, 64), _cdiv(n, 64))](a, b, scales, c, m, n, k, **blocks)
+    exact = a.double().cpu() @ b.double().cpu().T
+    assert torch.equal(c.cpu().double(), exact)  # |sums| < 2^24: exact in f32
+    return compiled
 
 
 @pytest.mark.parametrize("m,n,k", [(200, 136, 320), (64, 64, 128), (1000, 72, 48)])
@@ -197,19 +235,10 @@ def test_tma_kernel_gets_its_global_scratch(record, m, n, k):
     """A JIT kernel whose operand loads go through TMA on the H100 (aligned
     pointers, K a multiple of 16): its tensor maps live in the global scratch
     the launcher allocates per launch, sized by the grid."""
-    kernel = sage.jit(int8_matmul)
-    gen = torch.Generator().manual_seed(m + n + k)
-    a = torch.randint(-127, 128, (m, k), generator=gen, dtype=torch.int8).cuda()
-    b = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8).cuda()
-    scales = torch.tensor([1.0, 1.0], device="cuda")
-    c = torch.full((m, n), float("nan"), device="cuda")
     blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4)
-    compiled = kernel.compile(a, b, scales, c, m, n, k, **blocks)
+    compiled = _exact_int8_product(sage.jit(int8_matmul), m, n, k, m + n + k, **blocks)
     assert "cp.async.bulk.tensor" in compiled.ptx
     assert compiled.info.global_scratch == 256  # two maps per program
-    kernel[(_cdiv(m, 64), _cdiv(n, 64))](a, b, scales, c, m, n, k, **blocks)
-    exact = a.double().cpu() @ b.double().cpu().T
-    assert torch.equal(c.cpu().double(), exact)  # |sums| < 2^24: exact in f32
     record(f"jit_tma_int8_matmul[{m}x{n}x{k}]", "exact")
 
 
@@ -222,17 +251,22 @@ def test_pipelined_tma_matmul_is_exact(record, stages, m, n, k):
     0, 1 and fewer than the stages (K = 0, 48, 64, 112 at BLOCK_K = 64), tails
     in M, N and K, and long loops whose slots are refilled many times, all
     give the exact product."""
-    kernel = sage.jit(int8_matmul)
-    gen = torch.Generator().manual_seed(m + n + k + stages)
-    a = torch.randint(-127, 128, (m, k), generator=gen, dtype=torch.int8).cuda()
-    b = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8).cuda()
-    scales = torch.tensor([1.0, 1.0], device="cuda")
-    c = torch.full((m, n), float("nan"), device="cuda")
     blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, STAGES=stages, num_warps=4)
-    compiled = kernel.compile(a, b, scales, c, m, n, k, **blocks)
+    compiled = _exact_int8_product(sage.jit(int8_matmul), m, n, k, m + n + k + stages,
+                                   **blocks)
     assert f"sage.num_stages = {stages} : i32" in compiled.ir
     assert "cp.async.bulk.tensor" in compiled.ptx
-    kernel[(_cdiv(m, 64), _cdiv(n, 64))](a, b, scales, c, m, n, k, **blocks)
-    exact = a.double().cpu() @ b.double().cpu().T
-    assert torch.equal(c.cpu().double(), exact)  # |sums| < 2^24: exact in f32
     record(f"jit_pipelined_int8_matmul[{stages}:{m}x{n}x{k}]", "exact")
+
+
+@pytest.mark.parametrize("m,n,k", [(200, 136, 320), (64, 72, 48), (96, 200, 1040)])
+def test_launch_num_stages_pipelines_plain_loops(record, m, n, k):
+    """kernel[grid](..., num_stages=3): the loop that gives no num_stages is
+    pipelined with 3 stages, and the product stays exact."""
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
+    compiled = _exact_int8_product(sage.jit(int8_matmul_plain_loop), m, n, k, m + n + k + 3,
+                                   **blocks)
+    assert compiled.num_stages == 3
+    assert "sage.num_stages = 3 : i32" in compiled.ir
+    assert "cp.async.bulk.tensor" in compiled.ptx
+    record(f"jit_launch_stages_int8_matmul[3:{m}x{n}x{k}]", "exact")
