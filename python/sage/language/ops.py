@@ -16,9 +16,9 @@ from sage.language.core import (DType, Int8Scheme, TileType, bfloat16, float16, 
 from sage.language.diagnostics import error
 from sage.language.elementwise import cast, constant, to_value
 from sage.language.values import Value, backend
+from sage.reference.matmul import MAX_INT8_CONTRACTION
 
 Scalar = Value | int
-MAX_INT8_CONTRACTION = 131072
 REDUCTIONS = ("sum", "max", "min", "absmax")
 
 

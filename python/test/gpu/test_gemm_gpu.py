@@ -79,5 +79,13 @@ def test_argument_errors():
         int8_mm(a.t(), a)
     with pytest.raises(ValueError, match="both a_scale and b_scale"):
         int8_mm(a, a, torch.ones(64, device="cuda"))
+    with pytest.raises(ValueError, match=r"b_scale must be float32 of shape \(64,\)"):
+        int8_mm(a, a, torch.ones(64, device="cuda"), torch.ones(32, device="cuda"))
+    with pytest.raises(ValueError, match="without scales the result is int32"):
+        int8_mm(a, a, out_dtype=torch.float32)
+    long = torch.zeros(1, 262144, dtype=torch.int8, device="cuda")
+    with pytest.raises(ValueError, match=r"K = 262144 may overflow the int32 accumulator "
+                                         r"\(at most 131072\)"):
+        int8_mm(long, long)
     with pytest.raises(TypeError, match="float16 or torch.bfloat16"):
         half_mm(a, a)

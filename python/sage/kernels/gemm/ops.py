@@ -15,6 +15,7 @@ import torch
 
 from sage.jit import jit
 from sage.kernels.gemm.kernels import gemm
+from sage.reference.matmul import MAX_INT8_CONTRACTION
 
 GEMM = jit(gemm)
 
@@ -77,8 +78,9 @@ def int8_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = Non
     _check(a, b, (torch.int8,))
     m, k = a.shape
     n = b.shape[0]
-    if k > 131072:
-        raise ValueError(f"K = {k} may overflow the int32 accumulator (at most 131072)")
+    if k > MAX_INT8_CONTRACTION:
+        raise ValueError(f"K = {k} may overflow the int32 accumulator "
+                         f"(at most {MAX_INT8_CONTRACTION})")
     if (a_scale is None) != (b_scale is None):
         raise ValueError("give both a_scale and b_scale, or neither")
     dequant = a_scale is not None

@@ -113,7 +113,8 @@ def sagebwd_backward(q_q, q_qt, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_
     for step in sl.range(start, span, BLOCK_M, num_stages=2):
         row = step
         if not CAUSAL:
-            row = sl.where(step + shift >= span, step + shift - span, step + shift)
+            row = step + shift
+            row = sl.where(row >= span, row - span, row)
         qblock = row // BLOCK_M
         # The query block's operand tiles first: their copies to shared
         # memory are in flight while S^T and P^T are computed. Q^T and dO^T
