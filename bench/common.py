@@ -1,9 +1,10 @@
 """Helpers shared by the benchmarks (bench/accuracy.py, bench/attention_speed.py, ...).
 
 Torch-free: markdown tables, the command line's outputs and case selection,
-the JSON + markdown outputs and the report, a wall-clock budget, and the run's
-environment (torch is imported only if it is already loaded, so the CPU-only
-modes and tests never need it). The GPU timing is in bench/timing.py.
+a provider at a tile plan (:class:`Variant`), the JSON + markdown outputs and
+the report, a wall-clock budget, and the run's environment (torch is imported
+only if it is already loaded, so the CPU-only modes and tests never need it).
+The GPU timing is in bench/timing.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,20 @@ def matches(name: str, patterns: Sequence[str] | None) -> bool:
 def split_patterns(text: str | None) -> list[str]:
     """``"a,b, c"`` -> ``["a", "b", "c"]`` (None or "" -> [])."""
     return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A provider at a tile plan (``tiles`` None: its default plan), as the speed
+    scripts that compare plans time it (bench/gemm_speed.py, bench/flash_speed.py)."""
+
+    provider: str
+    tiles: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The provider's name, e.g. ``sage``; ``sage@128x64:2:8:v`` at another plan."""
+        return self.provider if self.tiles is None else f"{self.provider}@{self.tiles}"
 
 
 class BenchmarkParser(argparse.ArgumentParser):

@@ -1,7 +1,7 @@
 """GEMM speed (issue #11): the sage INT8 and bf16 GEMMs vs torch and Triton, C = A·Bᵀ.
 
     python3 bench/gemm_speed.py OUT.json OUT.md [--quick] [--cases m4096,m8192]
-        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8]
+        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8[:ws][:p]]
         [--triton-tiles 128x256x128:3:8] [--rounds 3] [--budget-s 200] [--no-check]
 
 A is M x K and B is N x K (both K-major, contiguous), at M = N = K = 4096 and
@@ -29,9 +29,11 @@ Reported: TOP/s = 2·M·N·K / t per provider and shape, and the speed ratios
 t_other / t_sage (above 1: sage faster) with issue #11's bars: sage-int8 ≥
 1.1x torch._int_mm and ≥ 1.0x Triton at both square sizes, sage-bf16 ≥
 0.95x cuBLAS at every shape. ``--sage-tiles`` (repeatable) adds the sage
-providers at other tile plans (``BMxBNxBK:STAGES:WARPS``; ``bf16=`` for the
-bf16 GEMM, else INT8), timed and compared like the defaults; only the
-default plans count for the bars.
+providers at other tile plans (``BMxBNxBK:STAGES:WARPS``, ``:ws`` for a
+warp-specialised loop: a TMA producer warpgroup beside WARPS consumer warps,
+``:p`` for one persistent program per SM walking the tiles;
+``bf16=`` for the bf16 GEMM, else INT8), timed and compared like the
+defaults; only the default plans count for the bars.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-import statistics
 import sys
 import zlib
 from collections.abc import Callable, Sequence
@@ -50,6 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
 import timing  # noqa: E402  (bench/timing.py)
+from common import Variant  # noqa: E402  (a provider at a tile plan)
 from timing import torch  # noqa: E402  (None without torch: the CPU tests import the rest)
 
 common.add_python_path()
@@ -69,7 +71,7 @@ TRITON_TILES = "128x256x128:3:8"
 GROUP_M = 8
 F32_TOL = 1e-6
 BF16_TOL = 1e-2
-TILES_RE = re.compile(r"(\d+)x(\d+)x(\d+):(\d+):(\d+)")
+TILES_RE = re.compile(r"(\d+)x(\d+)x(\d+):(\d+):(\d+)(:ws)?(:p)?")
 TILE_FIELDS = ("block_m", "block_n", "block_k", "stages", "num_warps")
 
 
@@ -115,19 +117,6 @@ BARS = (Bar("sage-int8", "torch-int8", 1.1, True), Bar("sage-int8", "triton-int8
         Bar("sage-bf16", "torch-bf16", 0.95, False))
 
 
-@dataclass(frozen=True)
-class Variant:
-    """A provider at a tile plan (``tiles`` None: its default plan)."""
-
-    provider: str
-    tiles: str | None = None
-
-    @property
-    def name(self) -> str:
-        """``sage-int8``, or ``sage-int8@64x256x128:4:4`` at another plan."""
-        return self.provider if self.tiles is None else f"{self.provider}@{self.tiles}"
-
-
 def gemm_cases(quick: bool = False) -> list[GemmCase]:
     """The issue's shapes (``quick``: the 4096 cube only)."""
     cases = [GemmCase(4096, 4096, 4096), GemmCase(16384, 1024, 4096),
@@ -137,20 +126,24 @@ def gemm_cases(quick: bool = False) -> list[GemmCase]:
 
 def parse_tiles(spec: str) -> dict[str, int]:
     """``"128x256x128:3:8"`` -> the fields of ``GemmTiles`` (block_m, block_n, block_k,
-    stages, num_warps)."""
+    stages, num_warps, warp_specialize: a ``:ws`` suffix, persistent: ``:p``)."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBNxBK:STAGES:WARPS")
-    return dict(zip(TILE_FIELDS, map(int, match.groups())))
+        raise ValueError(f"tile plan {spec!r} is not BMxBNxBK:STAGES:WARPS[:ws][:p]")
+    *numbers, ws, persistent = match.groups()
+    return {**dict(zip(TILE_FIELDS, map(int, numbers))), "warp_specialize": ws is not None,
+            "persistent": persistent is not None}
 
 
 def tiles_spec(tiles: dict[str, int]) -> str:
     """The inverse of :func:`parse_tiles`."""
-    return "{block_m}x{block_n}x{block_k}:{stages}:{num_warps}".format(**tiles)
+    spec = "{block_m}x{block_n}x{block_k}:{stages}:{num_warps}".format(**tiles)
+    return (spec + (":ws" if tiles.get("warp_specialize") else "")
+            + (":p" if tiles.get("persistent") else ""))
 
 
 def sage_tiles_arg(text: str) -> tuple[str, str]:
-    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS`` -> (kind, plan)."""
+    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p]`` -> (kind, plan)."""
     kind, _, spec = text.rpartition("=")
     kind = kind or "int8"
     if kind not in ("int8", "bf16"):
@@ -162,11 +155,15 @@ def sage_tiles_arg(text: str) -> tuple[str, str]:
 
 
 def triton_tiles_arg(text: str) -> str:
-    """A ``--triton-tiles`` value, normalised."""
+    """A ``--triton-tiles`` value, normalised (no ``:ws``: the Triton kernel's
+    schedule is Triton's)."""
     try:
-        return tiles_spec(parse_tiles(text))
+        tiles = parse_tiles(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    if tiles["warp_specialize"] or tiles["persistent"]:
+        raise argparse.ArgumentTypeError(f"{text!r}: :ws and :p are for the sage kernels")
+    return tiles_spec(tiles)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -176,22 +173,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="the 4096 cube only", cases_example="m4096-n4096,m8192",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=[],
-                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS",
+                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p]",
                         help="also time the sage providers of that kind at this plan "
                              "(repeatable; no prefix: INT8)")
     parser.add_argument("--triton-tiles", type=triton_tiles_arg, default=TRITON_TILES,
                         metavar="BMxBNxBK:STAGES:WARPS", help="the Triton kernel's plan")
     parser.add_argument("--group-m", type=int, default=GROUP_M,
                         help="tile rows per program group (the Triton and sage kernels)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="timing rounds (each provider once a round; median of rounds)")
-    timing.add_timing_options(parser, budget_s=200.0, rep_ms=100.0, min_reps=10, max_reps=300)
-    parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip the correctness check of every output")
-    options = parser.parse_args(argv)
-    if options.rounds < 1:
-        parser.error("--rounds must be at least 1")
-    return options
+    return timing.parse_rounds_args(parser, argv,
+                                    check_help="skip the correctness check of every output",
+                                    budget_s=200.0, rep_ms=100.0, min_reps=10, max_reps=300)
 
 
 def variants(providers: Sequence[str], overrides: Sequence[tuple[str, str]]) -> list[Variant]:
@@ -211,26 +202,15 @@ def tiles_used(variant: Variant, defaults: dict[str, str]) -> str | None:
 
 
 def summarize(rounds: Sequence[dict[str, Any]], case: GemmCase) -> dict[str, Any]:
-    """One provider's time from its rounds' Timer results: the median of their medians."""
-    medians = [r["ms"] for r in rounds]
-    ms = statistics.median(medians)
-    return {"ms": ms, "rounds_ms": medians, "min_ms": min(r["min_ms"] for r in rounds),
-            "max_ms": max(r["max_ms"] for r in rounds), "reps": sum(r["reps"] for r in rounds),
-            "first_call_s": rounds[0]["first_call_s"], "tops": tops(case, ms)}
+    """One provider's time from its rounds' Timer results (the median of their medians:
+    :func:`timing.median_of_rounds`) and its TOP/s."""
+    summary = timing.median_of_rounds(rounds)
+    return {**summary, "tops": tops(case, summary["ms"])}
 
 
 def tops(case: GemmCase, ms: float | None) -> float | None:
     """2·M·N·K / t in TOP/s (TFLOP/s for bf16); None if not measured."""
     return case.ops / (ms * 1e-3) / 1e12 if ms else None
-
-
-def verdict(ratio: float | None, at_least: float, correct: bool) -> str:
-    """PASS / MISS against a bar; WRONG when an output failed its check; - unmeasured."""
-    if ratio is None:
-        return "-"
-    if not correct:
-        return "WRONG"
-    return "PASS" if ratio >= at_least else "MISS"
 
 
 def comparisons(row: dict[str, Any], variants_run: Sequence[Variant]) -> list[dict[str, Any]]:
@@ -252,18 +232,9 @@ def comparisons(row: dict[str, Any], variants_run: Sequence[Variant]) -> list[di
             if bar is not None:
                 correct = all((e.get("check") or {}).get("ok", True) for e in (mine, theirs))
                 item.update(at_least=bar.at_least,
-                            verdict=verdict(ratio, bar.at_least, correct))
+                            verdict=timing.verdict(ratio, bar.at_least, correct))
             out.append(item)
     return out
-
-
-def bars_summary(ratios: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the run meets issue #11's bars: every default-plan ratio that has a bar is
-    PASS (a bar with nothing measured is not met)."""
-    judged = [r for r in ratios if r["headline"] and "verdict" in r]
-    misses = [f"{r['case']} {r['sage']}/{r['other']}: {r['verdict']}" for r in judged
-              if r["verdict"] != "PASS"]
-    return {"met": bool(judged) and not misses, "judged": len(judged), "misses": misses}
 
 
 # --------------------------------------------------------------------------- GPU side
@@ -438,32 +409,9 @@ def run_case(case: GemmCase, variants_run: Sequence[Variant], defaults: dict[str
         log(f"  {case.name} {variant.name}: " + (entry.get("skipped") or entry.get("error")
                                                  or f"check {entry.get('check')}"))
     del refs
-    for name in list(fns):
-        seen = history.get(name)
-        if seen is not None:
-            call_ms = seen[1] * case.ops / seen[0]
-            reps = max(options.min_reps, min(options.max_reps, options.rep_ms / call_ms))
-            needed = options.rounds * (reps + 2) * (call_ms + 0.2) / 1e3 + 1.0
-            if not budget.fits(needed):
-                row["providers"][name]["skipped"] = (f"projected {needed:.0f} s, "
-                                                     f"{budget.left():.0f} s left")
-                del fns[name]
-    timings: dict[str, list[dict[str, Any]]] = {name: [] for name in fns}
-    for round_index in range(options.rounds):
-        order = list(fns) if round_index % 2 == 0 else list(reversed(fns))
-        for name in order:
-            try:
-                timings[name].append(timer(fns[name]))
-            except Exception as exc:  # noqa: BLE001
-                row["providers"][name]["error"] = common.error_text(exc)
-                del fns[name], timings[name]
-                torch.cuda.empty_cache()
-    for name, rounds in timings.items():
-        entry = row["providers"][name]
-        entry.update(summarize(rounds, case))
-        history[name] = (case.ops, entry["ms"])
-        log(f"  {case.name} {name}: {entry['ms']:.4f} ms ({entry['tops']:.1f} TOP/s, "
-            f"rounds {', '.join(f'{ms:.4f}' for ms in entry['rounds_ms'])})")
+    timing.time_in_rounds(case.name, case.ops, fns, row["providers"], options, timer, budget,
+                          history, functools.partial(summarize, case=case), ("tops", "TOP/s"),
+                          log)
     del inputs, fns
     torch.cuda.empty_cache()
     return row
@@ -471,62 +419,18 @@ def run_case(case: GemmCase, variants_run: Sequence[Variant], defaults: dict[str
 
 # --------------------------------------------------------------------------- report
 
-def check_cell(entry: dict[str, Any]) -> str:
-    """What the check of one output found."""
-    check = entry.get("check")
-    if not check:
-        return "not checked"
-    if check.get("reference"):
-        return "reference"
-    if "rel_l2" in check:
-        text = f"rel-L2 {check['rel_l2']:.1e} (tol {check['tol']:g})"
-    elif "mismatches" in check:
-        text = "exact" if check["ok"] else (f"{check['mismatches']} differ, max |diff| "
-                                            f"{check['max_abs_diff']}")
-    else:
-        text = check.get("mismatch", "?")
-    return text if check["ok"] else f"WRONG: {text}"
-
-
 def render(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[str, Any]],
            bars: dict[str, Any], checked: bool) -> str:
-    """The speed table, the ratio table with the bars' verdicts, and the notes."""
-    speed_rows = []
-    notes = []
-    for row in rows:
-        if "error" in row:
-            notes.append(f"- {row['case']}: {row['error']}")
-        for name, entry in row["providers"].items():
-            ms = entry.get("ms")
-            why = entry.get("skipped") or entry.get("error")
-            speed_rows.append([row["case"], name, entry.get("tiles") or "-",
-                               f"{ms:.4f}" if ms else ("skipped" if "skipped" in entry
-                                                       else "error"),
-                               f"{entry['tops']:.1f}" if ms else None, check_cell(entry)])
-            if why:
-                notes.append(f"- {row['case']} {name}: {why}")
-    ratio_rows = [[r["case"], r["sage"], r["other"],
-                   None if r["ratio"] is None else f"{r['ratio']:.3f}x",
-                   f">= {r['at_least']}x" if "at_least" in r else "-", r.get("verdict", "-")]
-                  for r in ratios]
-    status = "met" if bars["met"] else "not met"
-    lines = [common.markdown_table(["case", "provider", "tiles (BMxBNxBK:stages:warps)",
-                                    "ms", "TOP/s", "check"], speed_rows,
-                                   right=[False, False, False, True, True, False]), "",
-             common.markdown_table(["case", "sage", "vs", "speed ratio", "bar", "verdict"],
-                                   ratio_rows, right=[False, False, False, True, True, False]),
-             "", f"**Issue #11 bars: {status}** ({bars['judged']} judged"
-             + (f"; {'; '.join(bars['misses'])})" if bars["misses"] else ")"), "",
-             "TOP/s = 2·M·N·K / t (TFLOP/s for bf16). Speed ratio = t_other / t_sage (above "
-             "1: sage faster). Bars (default plans only): sage-int8 >= 1.1x torch-int8 and "
-             ">= 1.0x triton-int8 at the square shapes, sage-bf16 >= 0.95x torch-bf16 at "
-             "every shape. Checks: int32 equal to torch._int_mm, f32 rel-L2 <= "
-             f"{F32_TOL:g} vs _int_mm · scales, bf16 rel-L2 <= {BF16_TOL:g} vs float64."]
-    if not checked:
-        lines += ["", "**Outputs were not checked (`--no-check`).**"]
-    if notes:
-        lines += ["", "Notes:", "", *notes]
-    return "\n".join(lines)
+    """The speed table, the ratio table with the bars' verdicts, and the notes
+    (:func:`timing.render_rounds_report`)."""
+    return timing.render_rounds_report(
+        rows, ratios, bars, checked, tiles_header="tiles (BMxBNxBK:stages:warps)",
+        rate=("tops", "TOP/s"), bars_title="Issue #11 bars",
+        legend="TOP/s = 2·M·N·K / t (TFLOP/s for bf16). Speed ratio = t_other / t_sage "
+               "(above 1: sage faster). Bars (default plans only): sage-int8 >= 1.1x "
+               "torch-int8 and >= 1.0x triton-int8 at the square shapes, sage-bf16 >= 0.95x "
+               "torch-bf16 at every shape. Checks: int32 equal to torch._int_mm, f32 rel-L2 "
+               f"<= {F32_TOL:g} vs _int_mm · scales, bf16 rel-L2 <= {BF16_TOL:g} vs float64.")
 
 
 def header(results: dict[str, Any]) -> str:
@@ -556,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     timing.run_cases(results, gemm_cases(options.quick), options, start)
     results["ratios"] = [r for row in results["rows"] for r in comparisons(row, variants_run)]
-    results["bars"] = bars_summary(results["ratios"])
+    results["bars"] = timing.bars_summary(results["ratios"])
     body = render(results["rows"], results["ratios"], results["bars"], options.check)
     return common.write_report(results, options.json, options.markdown, budget, header, body)
 

@@ -48,8 +48,10 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createLoopInvariantCodeMotionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // Loops with sage.num_stages issue their TMA copies ahead (their tensor
+  // A loop marked sage.warp_specialize gets a producer warpgroup for its
+  // TMA copies; loops with sage.num_stages issue theirs ahead (their tensor
   // maps are outside the loops by now).
+  pm.addPass(sagegpu::createSageGPUWarpSpecialize());
   pm.addPass(sagegpu::createSageGPUPipeline());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSageGPUAllocateSharedMemory());

@@ -11,6 +11,7 @@ from repo_files import load_bench
 
 gemm = load_bench("gemm_speed")
 common = load_bench("common")
+timing = load_bench("timing")
 
 SQUARE, SKINNY, BIG = "m4096-n4096-k4096", "m16384-n1024-k4096", "m8192-n8192-k8192"
 
@@ -37,19 +38,33 @@ def test_cases_and_selection():
 def test_tile_plans():
     plan = gemm.parse_tiles(" 128x256x64:4:8")
     assert plan == {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4,
-                    "num_warps": 8}
+                    "num_warps": 8, "warp_specialize": False, "persistent": False}
     assert gemm.tiles_spec(plan) == "128x256x64:4:8"
-    for bad in ("128x256:3:8", "128x256x128:3", "axbxc:1:2", "128x256x128:3:8:1"):
+    specialised = gemm.parse_tiles("128x256x64:4:8:ws")
+    assert specialised == {**plan, "warp_specialize": True}
+    assert gemm.tiles_spec(specialised) == "128x256x64:4:8:ws"
+    both = gemm.parse_tiles("128x256x64:4:8:ws:p")
+    assert both == {**plan, "warp_specialize": True, "persistent": True}
+    assert gemm.tiles_spec(both) == "128x256x64:4:8:ws:p"
+    assert gemm.tiles_spec(gemm.parse_tiles("128x256x64:4:8:p")) == "128x256x64:4:8:p"
+    for bad in ("128x256:3:8", "128x256x128:3", "axbxc:1:2", "128x256x128:3:8:1",
+                "128x256x128:3:8:wx", "128x256x128:3:8:p:ws"):
         with pytest.raises(ValueError):
             gemm.parse_tiles(bad)
     assert gemm.sage_tiles_arg("64x256x128:4:4") == ("int8", "64x256x128:4:4")
     assert gemm.sage_tiles_arg("bf16=128x128x64:5:8") == ("bf16", "128x128x64:5:8")
+    assert gemm.sage_tiles_arg("bf16=128x256x64:4:8:ws") == ("bf16", "128x256x64:4:8:ws")
+    for spec in ("128x256x128:3:8:ws", "128x256x128:3:8:p"):
+        with pytest.raises(argparse.ArgumentTypeError, match="sage kernels"):
+            gemm.triton_tiles_arg(spec)
     for bad in ("fp8=128x128x64:5:8", "bf16=128x128"):
         with pytest.raises(argparse.ArgumentTypeError):
             gemm.sage_tiles_arg(bad)
     assert gemm.parse_tiles(gemm.TRITON_TILES) == {"block_m": 128, "block_n": 256,
                                                    "block_k": 128, "stages": 3,
-                                                   "num_warps": 8}
+                                                   "num_warps": 8,
+                                                   "warp_specialize": False,
+                                                   "persistent": False}
 
 
 def test_arguments():
@@ -100,13 +115,6 @@ def test_summarize_takes_the_median_round():
     assert gemm.tops(case, None) is None
 
 
-def test_verdicts():
-    assert gemm.verdict(1.1, 1.1, True) == "PASS"
-    assert gemm.verdict(1.0999, 1.1, True) == "MISS"
-    assert gemm.verdict(2.0, 1.1, False) == "WRONG"
-    assert gemm.verdict(None, 1.1, True) == "-"
-
-
 def test_ratios_and_bars():
     square, skinny, big = gemm.gemm_cases()
     over = gemm.Variant("sage-int8", "64x256x128:4:4")
@@ -133,13 +141,13 @@ def test_ratios_and_bars():
     assert "verdict" not in ratios[(SQUARE, "sage-int8-f32", "torch-int8")]
     other_plan = ratios[(SQUARE, over.name, "torch-int8")]
     assert other_plan["ratio"] == pytest.approx(1.5) and not other_plan["headline"]
-    summary = gemm.bars_summary(list(ratios.values()))
+    summary = timing.bars_summary(list(ratios.values()))
     assert summary["judged"] == 7 and not summary["met"]
     assert summary["misses"] == [f"{BIG} sage-int8/triton-int8: MISS",
                                  f"{BIG} sage-bf16/torch-bf16: WRONG"]
     passing = [r for r in ratios.values() if r["case"] == SQUARE]
-    assert gemm.bars_summary(passing) == {"met": True, "judged": 3, "misses": []}
-    assert not gemm.bars_summary([])["met"]
+    assert timing.bars_summary(passing) == {"met": True, "judged": 3, "misses": []}
+    assert not timing.bars_summary([])["met"]
 
 
 def test_unmeasured_comparator_misses_the_bar():
@@ -150,20 +158,7 @@ def test_unmeasured_comparator_misses_the_bar():
     ratios = gemm.comparisons(row, run)
     assert [(r["other"], r["verdict"]) for r in ratios] == [("torch-int8", "PASS"),
                                                           ("triton-int8", "-")]
-    assert not gemm.bars_summary(ratios)["met"]
-
-
-def test_check_cells():
-    assert gemm.check_cell({}) == "not checked"
-    assert gemm.check_cell({"check": {"ok": True, "reference": True}}) == "reference"
-    assert gemm.check_cell({"check": {"ok": True, "mismatches": 0,
-                                      "max_abs_diff": 0}}) == "exact"
-    assert gemm.check_cell({"check": {"ok": False, "mismatches": 3, "max_abs_diff": 7}}) == \
-        "WRONG: 3 differ, max |diff| 7"
-    assert gemm.check_cell({"check": {"ok": True, "rel_l2": 2.3e-3, "tol": 1e-2}}) == \
-        "rel-L2 2.3e-03 (tol 0.01)"
-    assert gemm.check_cell({"check": {"ok": False, "mismatch": "torch.float32 (4, 4)"}}) == \
-        "WRONG: torch.float32 (4, 4)"
+    assert not timing.bars_summary(ratios)["met"]
 
 
 def test_render():
@@ -173,7 +168,7 @@ def test_render():
     row["providers"]["triton-int8"] = {"tiles": gemm.TRITON_TILES, "error": "Boom: x"}
     run = [gemm.Variant(p) for p in ("sage-int8", "torch-int8", "triton-int8")]
     ratios = gemm.comparisons(row, run)
-    text = gemm.render([row], ratios, gemm.bars_summary(ratios), checked=True)
+    text = gemm.render([row], ratios, timing.bars_summary(ratios), checked=True)
     assert f"| {SQUARE} | sage-int8 | t | 0.1250 | 1099.5 | exact |" in text
     assert f"| {SQUARE} | triton-int8 | {gemm.TRITON_TILES} | error | - | not checked |" in text
     assert f"| {SQUARE} | sage-int8 | torch-int8 | 1.200x | >= 1.1x | PASS |" in text
@@ -181,7 +176,7 @@ def test_render():
     assert "**Issue #11 bars: not met** (2 judged; " in text
     assert f"- {SQUARE} triton-int8: Boom: x" in text
     assert "not checked (`--no-check`)" not in text
-    unchecked = gemm.render([], [], gemm.bars_summary([]), checked=False)
+    unchecked = gemm.render([], [], timing.bars_summary([]), checked=False)
     assert "**Outputs were not checked (`--no-check`).**" in unchecked
     assert "**Issue #11 bars: not met** (0 judged)" in unchecked
 

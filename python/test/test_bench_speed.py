@@ -3,6 +3,9 @@ bench/common.py."""
 
 from __future__ import annotations
 
+import argparse
+from types import SimpleNamespace
+
 import pytest
 from repo_files import load_bench
 
@@ -42,6 +45,130 @@ def test_projection_and_ratio():
     assert speed.project_ms(history, "sage", case, "fwd") is None
     assert timing.speed_ratio(2.0, 1.0) == 0.5
     assert timing.speed_ratio(None, 1.0) is None
+
+
+def _rounds(*medians):
+    """Timer results of rounds with these medians (first_call_s: 2.0, then 0.01)."""
+    return [{"ms": ms, "min_ms": ms - 0.1, "max_ms": ms + 0.5, "reps": 10 + i,
+             "first_call_s": 2.0 if i == 0 else 0.01, "estimate_ms": ms}
+            for i, ms in enumerate(medians)]
+
+
+def test_median_of_rounds():
+    out = timing.median_of_rounds(_rounds(7.4, 7.2, 7.3))
+    assert out == {"ms": 7.3, "rounds_ms": [7.4, 7.2, 7.3], "min_ms": pytest.approx(7.1),
+                   "max_ms": pytest.approx(7.9), "reps": 33, "first_call_s": 2.0}
+    assert list(out) == ["ms", "rounds_ms", "min_ms", "max_ms", "reps", "first_call_s"]
+    assert timing.median_of_rounds(_rounds(1.0, 2.0))["ms"] == 1.5  # even: the middle two
+    one = timing.median_of_rounds(_rounds(3.0))
+    assert one["ms"] == 3.0 and one["rounds_ms"] == [3.0] and one["reps"] == 10
+
+
+class _FakeTimer:
+    """Calls the function (it returns its name), records the order and returns a
+    Timer result; raises at the ``fail``-th call."""
+
+    def __init__(self, fail=None):
+        self.order, self.fail = [], fail
+
+    def __call__(self, fn):
+        self.order.append(fn())
+        if len(self.order) == self.fail:
+            raise RuntimeError("out of memory")
+        return _rounds(1.0 + len(self.order) / 100)[0]
+
+
+class _FakeBudget:
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def fits(self, needed):
+        return needed <= self.seconds
+
+    def left(self):
+        return self.seconds
+
+
+def test_time_in_rounds(monkeypatch):
+    freed = []
+    monkeypatch.setattr(timing, "torch", SimpleNamespace(
+        cuda=SimpleNamespace(empty_cache=lambda: freed.append(True))))
+    options = SimpleNamespace(rounds=3, min_reps=10, max_reps=300, rep_ms=100.0)
+    fns = {name: (lambda name=name: name) for name in ("a", "b", "c", "slow")}
+    entries = {name: {"provider": name} for name in fns}
+    # seen before at half the work: "slow" at 900 ms a call now, 3 x 12 calls: 33 s
+    history = {"a": (50.0, 1.0), "slow": (50.0, 450.0)}
+    timer, logs = _FakeTimer(fail=5), []
+    timing.time_in_rounds("case1", 100.0, fns, entries, options, timer, _FakeBudget(30.0),
+                          history, lambda rounds: {**timing.median_of_rounds(rounds),
+                                                   "rate": 2.0}, ("rate", "X/s"), logs.append)
+    assert entries["slow"] == {"provider": "slow", "skipped": "projected 33 s, 30 s left"}
+    # reversed every other round; "b" fails at the fifth call and is not timed again
+    assert timer.order == ["a", "b", "c", "c", "b", "a", "a", "c"]
+    assert entries["b"] == {"provider": "b", "error": "RuntimeError: out of memory"}
+    assert freed == [True] and list(fns) == ["a", "c"]
+    assert entries["a"]["rounds_ms"] == pytest.approx([1.01, 1.06, 1.07])
+    assert entries["c"]["rounds_ms"] == pytest.approx([1.03, 1.04, 1.08])
+    assert entries["c"]["reps"] == 30 and entries["c"]["rate"] == 2.0
+    assert history == {"a": (100.0, entries["a"]["ms"]), "c": (100.0, entries["c"]["ms"]),
+                       "slow": (50.0, 450.0)}
+    assert (entries["a"]["ms"], entries["c"]["ms"]) == pytest.approx((1.06, 1.04))
+    assert logs == ["  case1 a: 1.0600 ms (2.0 X/s, rounds 1.0100, 1.0600, 1.0700)",
+                    "  case1 c: 1.0400 ms (2.0 X/s, rounds 1.0300, 1.0400, 1.0800)"]
+
+
+def test_verdicts_and_bars():
+    assert timing.verdict(1.1, 1.1, True) == "PASS"
+    assert timing.verdict(0.9499, 0.95, True) == "MISS"
+    assert timing.verdict(2.0, 0.95, False) == "WRONG"
+    assert timing.verdict(None, 1.1, True) == "-"
+    ratio = {"case": "c", "sage": "s", "other": "o", "headline": True}
+    ratios = [{**ratio, "verdict": "PASS"}, {**ratio, "verdict": "MISS", "headline": False},
+              {**ratio, "headline": True}]  # judged: a verdict at the default plan only
+    assert timing.bars_summary(ratios) == {"met": True, "judged": 1, "misses": []}
+    assert timing.bars_summary([{**ratio, "verdict": "-"}]) == {
+        "met": False, "judged": 1, "misses": ["c s/o: -"]}
+    assert timing.bars_summary([]) == {"met": False, "judged": 0, "misses": []}
+
+
+def test_check_cells():
+    assert timing.check_cell({}) == "not checked"
+    assert timing.check_cell({"check": {"ok": True, "reference": True}}) == "reference"
+    assert timing.check_cell({"check": {"ok": True, "mismatches": 0,
+                                        "max_abs_diff": 0}}) == "exact"
+    assert timing.check_cell({"check": {"ok": False, "mismatches": 3,
+                                        "max_abs_diff": 7}}) == "WRONG: 3 differ, max |diff| 7"
+    assert timing.check_cell({"check": {"ok": True, "rel_l2": 2.3e-3, "tol": 1e-2}}) == \
+        "rel-L2 2.3e-03 (tol 0.01)"
+    assert timing.check_cell({"check": {"ok": False, "rel_l2": 0.5, "tol": 1e-2}}) == \
+        "WRONG: rel-L2 5.0e-01 (tol 0.01)"
+    assert timing.check_cell({"check": {"ok": False, "mismatch": "torch.float32 (4, 4)"}}) == \
+        "WRONG: torch.float32 (4, 4)"
+
+
+def test_parse_rounds_args(capsys):
+    def parse(argv):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--first")
+        return timing.parse_rounds_args(parser, argv, check_help="skip it", budget_s=9.0,
+                                        rep_ms=5.0, min_reps=2, max_reps=4), parser
+
+    options, parser = parse([])
+    assert (options.rounds, options.check, options.budget_s, options.rep_ms, options.min_reps,
+            options.max_reps) == (3, True, 9.0, 5.0, 2, 4)
+    assert [a.dest for a in parser._actions][1:] == ["first", "rounds", "budget_s", "rep_ms",
+                                                     "min_reps", "max_reps", "check"]
+    options, _ = parse(["--rounds", "1", "--no-check"])
+    assert options.rounds == 1 and not options.check
+    with pytest.raises(SystemExit):
+        parse(["--rounds", "0"])
+    assert "--rounds must be at least 1" in capsys.readouterr().err
+
+
+def test_variant_names():
+    assert common.Variant("sage").name == "sage"
+    assert common.Variant("sage", "128x64:2:8:v").name == "sage@128x64:2:8:v"
+    assert common.Variant("sage") == common.Variant("sage", None)
 
 
 def test_rel_l2():

@@ -26,17 +26,43 @@ def _int8(shape: tuple[int, int]) -> np.ndarray:
     return RNG.integers(-127, 128, shape).astype(np.int8)
 
 
-@pytest.mark.parametrize("m,n,k,group", [(50, 70, 100, 8), (32, 64, 32, 8), (40, 65, 0, 8),
-                                         (33, 64, 7, 8), (250, 200, 40, 3), (250, 200, 40, 1)])
-def test_int8_gemm_is_exact(m, n, k, group):
+@pytest.mark.parametrize("m,n,k,group,ws", [(50, 70, 100, 8, False), (32, 64, 32, 8, False),
+                                            (40, 65, 0, 8, False), (33, 64, 7, 8, False),
+                                            (250, 200, 40, 3, False), (250, 200, 40, 1, False),
+                                            (50, 70, 100, 8, True)])
+def test_int8_gemm_is_exact(m, n, k, group, ws):
     """Every C tile is written once, whatever the program groups (8 tile rows
-    of 3, 3 and 2 with GROUP_M = 3)."""
+    of 3, 3 and 2 with GROUP_M = 3); warp specialisation changes nothing."""
     a, b = _int8((m, k)), _int8((n, k))
     c = np.full((m, n), -1, np.int32)
     unused = np.zeros(1, np.float32)
     sl.interpret(gemm, _cdiv(m, 32) * _cdiv(n, 64), [a, b, c, unused, unused, m, n, k],
-                 dict(BLOCKS, STAGES=2, GROUP_M=group))
+                 dict(BLOCKS, STAGES=2, GROUP_M=group, WARP_SPECIALIZE=ws))
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
+
+
+@pytest.mark.parametrize("programs", [1, 3, 7])
+def test_persistent_programs_walk_every_tile(programs):
+    """PERSISTENT: a few programs take every tile of the grid in turn (a
+    program with more tiles than another, and fewer programs than tiles)."""
+    m, n, k = 100, 150, 64
+    a, b = _int8((m, k)), _int8((n, k))
+    c = np.full((m, n), -1, np.int32)
+    unused = np.zeros(1, np.float32)
+    sl.interpret(gemm, programs, [a, b, c, unused, unused, m, n, k],
+                 dict(BLOCKS, STAGES=2, GROUP_M=2, PERSISTENT=True, WARP_SPECIALIZE=True))
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
+
+
+def test_persistent_grid():
+    pytest.importorskip("torch")
+    from sage.kernels.gemm.ops import GemmTiles  # noqa: PLC0415
+    tiles = GemmTiles(128, 256, 64, 4, 8, persistent=True)
+    assert tiles.grid(4096, 4096, sms=132) == (132,)
+    assert tiles.grid(200, 200, sms=132) == (2,)
+    assert GemmTiles(128, 256, 64, 4, 8).grid(4096, 4096) == (512,)
+    with pytest.raises(ValueError, match="SM count"):
+        tiles.grid(4096, 4096)
 
 
 def test_int8_gemm_dequantizes_once_after_the_loop():
@@ -74,3 +100,12 @@ def test_the_accumulator_is_the_matmuls_own():
     assert "sage.num_stages = 3 : i32" in ir
     assert "sage.qmatmul" not in ir
     assert not re.search(r"arith\.addi .*: tensor<", ir), ir  # no tile of partial sums
+    assert "sage.warp_specialize" not in ir
+
+
+def test_warp_specialised_loop_is_marked():
+    specs = [sl.ArgSpec.pointer(sl.bfloat16)] * 3 + [sl.ArgSpec.pointer(sl.float32)] * 2 + \
+        [sl.ArgSpec.scalar(sl.int32)] * 3
+    ir = sl.trace(gemm, specs, dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, STAGES=4,
+                                    WARP_SPECIALIZE=True), num_warps=8)
+    assert "{sage.num_stages = 4 : i32, sage.warp_specialize}" in ir

@@ -263,6 +263,24 @@ def test_range_num_stages_must_be_a_positive_int():
                      r"got " + re.escape(repr(stages)), "# HERE")
 
 
+def test_range_warp_specialize_must_be_a_bool_with_stages():
+    def kernel(a, n):
+        for i in sl.range(0, n, 1, num_stages=2, warp_specialize=1):  # HERE
+            pass
+
+    expect_error(kernel, [F32, N], {}, r"sl.range warp_specialize must be True or False, "
+                 r"got 1", "# HERE")
+
+    def unstaged(a, n):
+        for i in sl.range(0, n, 1, warp_specialize=True):  # HERE
+            pass
+
+    expect_error(unstaged, [F32, N], {}, r"warp_specialize=True needs num_stages >= 2 \(the "
+                 r"buffers the producer fills ahead\), got 1", "# HERE")
+    # The launch's num_stages counts.
+    assert "sage.warp_specialize" in sl.trace(unstaged, [F32, N], {}, num_stages=3)
+
+
 def test_signature_errors():
     def kernel(a, n, BLOCK: sl.constexpr):
         pass

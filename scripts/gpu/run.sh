@@ -5,7 +5,8 @@
 # logs, JSON and markdown under $OUT (at most 8 files come back from there) (or ./gpu-out without the device tool).
 #
 #   bash scripts/gpu/run.sh [STAGE...]
-#     tests     the GPU tests (python/test/gpu, the library and the binding)
+#     tests     the GPU tests (python/test/gpu, the library and the binding; SAGE_GPU_TESTS:
+#               other pytest paths instead)
 #     example   the README's examples on the GPU (and quant_matmul in the interpreter)
 #     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
@@ -13,6 +14,10 @@
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
 #     gemm      bench/gemm_speed.py (issue #11: sage INT8 / bf16 GEMMs vs torch._int_mm, Triton
 #               INT8 and cuBLAS bf16; extra arguments in SAGE_GEMM_ARGS, e.g. --sage-tiles)
+#     flash     bench/flash_speed.py (issue #11: the sage bf16 FlashAttention forward vs cuDNN
+#               and flash SDPA, B4 H32 N8K D128; extra arguments in SAGE_FLASH_ARGS)
+#     gemm-profile  Nsight Compute on the sage bf16 GEMM and cuBLAS at 4096^3 (bench/gemm_profile.py):
+#               tensor-pipe use, L2 / DRAM throughput, stall reasons side by side
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
 #               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
@@ -52,8 +57,9 @@ for stage in "${stages[@]}"; do
   echo "== stage: $stage"
   case "$stage" in
     tests)
-      python3 -m pytest python/test/gpu python/test/test_compiler_library.py \
-        python/test/test_jit_binding.py -v -rs -k "not same_ptx_as_sage_translate" \
+      # shellcheck disable=SC2086
+      python3 -m pytest ${SAGE_GPU_TESTS:-python/test/gpu python/test/test_compiler_library.py \
+        python/test/test_jit_binding.py} -v -rs -k "not same_ptx_as_sage_translate" \
         2>&1 | tee "$OUT/gpu-tests.log" ;;
     example)
       { python3 python/examples/quant_matmul.py &&
@@ -71,6 +77,10 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       python3 bench/gemm_speed.py "$OUT/gemm_speed.json" "$OUT/gemm_speed.md" \
         ${SAGE_GEMM_ARGS:-} 2>&1 ;;
+    flash)
+      # shellcheck disable=SC2086
+      python3 bench/flash_speed.py "$OUT/flash_speed.json" "$OUT/flash_speed.md" \
+        ${SAGE_FLASH_ARGS:-} 2>&1 ;;
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;
@@ -90,6 +100,14 @@ for stage in "${stages[@]}"; do
           > "$OUT/profile-d$d-sass.csv" 2>&1
         ls -l "$OUT/profile-d$d.txt" "$OUT/profile-d$d-sass.csv"
       done ;;
+    gemm-profile)
+      # Launches 0-1 warm up (sage compiles); 2 is sage's bf16 GEMM, 3 cuBLAS's.
+      ncu --launch-skip 2 --launch-count 2 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+        --section Occupancy -f -o /tmp/gemm-profile python3 bench/gemm_profile.py 2>&1 | tail -n 3
+      ncu -i /tmp/gemm-profile.ncu-rep --page details --print-details all \
+        > "$OUT/gemm-profile.txt" 2>&1
+      ls -l "$OUT/gemm-profile.txt" ;;
     training|training-ablations)
       suite=main; [ "$stage" = training ] || suite=ablations
       # shellcheck disable=SC2086

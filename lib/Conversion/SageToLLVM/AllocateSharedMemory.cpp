@@ -59,6 +59,16 @@ struct AllocateSharedMemoryPass
       for (Operation &op : block)
         number(&op);
 
+    // The producer of a warp_specialize runs beside the consumers: what it
+    // uses is live for the whole op.
+    auto lastOf = [&](Operation *op, int64_t last) {
+      if (sagegpu::getWarpRole(op) == sagegpu::WarpRole::Producer)
+        last = std::max(
+            last,
+            span[op->getParentOfType<sagegpu::WarpSpecializeOp>()].second);
+      return last;
+    };
+
     SmallVector<Buffer> buffers;
     func.walk([&](Operation *op) {
       if (auto alloc = dyn_cast<sagegpu::LocalAllocOp>(op)) {
@@ -76,7 +86,7 @@ struct AllocateSharedMemoryPass
         // it, which is a use too.
         auto keepLive = [&](Operation *user) {
           if (Operation *at = alloc->getBlock()->findAncestorOpInBlock(*user))
-            last = std::max(last, span[at].second);
+            last = std::max(last, lastOf(user, span[at].second));
         };
         sagegpu::forEachSharedUser(alloc, [&](Operation *user) {
           keepLive(user);
@@ -87,8 +97,8 @@ struct AllocateSharedMemoryPass
         buffers.push_back(
             {op, type.getSizeInBytes(), alignment, span[op].first, last});
       } else if (int64_t bytes = getOpScratchBytes(op)) {
-        buffers.push_back(
-            {op, bytes, kAlignment, span[op].first, span[op].second});
+        buffers.push_back({op, bytes, kAlignment, span[op].first,
+                           lastOf(op, span[op].second)});
       }
     });
 

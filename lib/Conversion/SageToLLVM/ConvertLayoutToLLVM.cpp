@@ -67,7 +67,7 @@ SmallVector<Value> throughSharedMemory(ThreadCoords &c,
                                        const TileDistribution &src,
                                        const TileDistribution &dst,
                                        ValueRange in, int64_t base,
-                                       bool transpose = false) {
+                                       Operation *at, bool transpose = false) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
   RankedTensorType type = src.getType();
@@ -86,7 +86,7 @@ SmallVector<Value> throughSharedMemory(ThreadCoords &c,
       continue;
     storeScratch(b, loc, toWord(b, loc, in[slot]), address(pos));
   }
-  barrier(b, loc); // every write lands before any thread reads
+  barrier(b, loc, at); // every write lands before any thread reads
   SmallVector<Value> out;
   for (auto pos : c.positions(dst)) {
     if (transpose)
@@ -191,7 +191,7 @@ struct ConvertLayoutLowering
     }
     case layout::ConversionKind::SharedMemory: {
       ThreadCoords c(rw, loc);
-      out = throughSharedMemory(c, *src, *dst, in, getScratchOffset(op));
+      out = throughSharedMemory(c, *src, *dst, in, getScratchOffset(op), op);
       break;
     }
     }
@@ -213,7 +213,8 @@ struct TransLowering : public OpConversionPattern<sagegpu::TransOp> {
     ThreadCoords c(rw, op.getLoc());
     rw.replaceOpWithMultiple(
         op, {throughSharedMemory(c, *src, *dst, adaptor.getSource(),
-                                 getScratchOffset(op), /*transpose=*/true)});
+                                 getScratchOffset(op), op,
+                                 /*transpose=*/true)});
     return success();
   }
 };

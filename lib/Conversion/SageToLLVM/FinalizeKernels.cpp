@@ -24,8 +24,15 @@ struct FinalizeKernelsPass
         return;
       func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(),
                     b.getUnitAttr());
-      func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                    b.getDenseI32ArrayAttr({warps * 32, 1, 1}));
+      // A warp-specialised kernel launches its producer warps after the
+      // program's.
+      int32_t producerWarps = 0;
+      if (auto extra = func->getAttrOfType<IntegerAttr>(
+              SageDialect::kProducerWarpsAttrName))
+        producerWarps = extra.getInt();
+      func->setAttr(
+          NVVM::NVVMDialect::getMaxntidAttrName(),
+          b.getDenseI32ArrayAttr({(warps + producerWarps) * 32, 1, 1}));
       // A register cap the kernel asked for (sage.maxnreg: more programs
       // per SM). Otherwise: with only a thread cap, ptxas aims at several
       // resident programs per SM and may cap registers (64 at 256 threads)

@@ -28,14 +28,16 @@ namespace {
 struct Access {
   int64_t lo, hi; // [lo, hi)
   bool write;
-  bool async;         // through the async proxy (wgmma reads)
-  bool warp0 = false; // made by warp 0 alone, in program order (mbarrier
-                      // set-up by thread 0, tensor-map assembly)
-  Value slot;         // the index of the ring slot accessed, if one is
+  bool async;          // through the async proxy (wgmma reads)
+  bool warp0 = false;  // made by warp 0 alone, in program order (mbarrier
+                       // set-up by thread 0, tensor-map assembly)
+  Value slot;          // the index of the ring slot accessed, if one is
+  bool atomic = false; // an mbarrier arrival or wait: they order each other
   bool overlaps(const Access &o) const { return lo < o.hi && o.lo < hi; }
   /// Whether `later` must wait for this access at a barrier.
   bool hazard(const Access &later) const {
-    return overlaps(later) && (write || later.write) && !(warp0 && later.warp0);
+    return overlaps(later) && (write || later.write) &&
+           !(warp0 && later.warp0) && !(atomic && later.atomic);
   }
 };
 
@@ -110,8 +112,10 @@ Effects effectsOf(Operation *op) {
     e.visibleByMbarrier.push_back(rangeOf(tma.getDest(), true, true));
   } else if (isa<MbarrierInitOp, MbarrierInvalOp>(op)) {
     e.accesses.push_back(rangeOf(op->getOperand(0), true, false, true));
-  } else if (isa<MbarrierWaitOp>(op)) {
-    e.accesses.push_back(rangeOf(op->getOperand(0), false));
+  } else if (isa<MbarrierWaitOp, MbarrierArriveOp>(op)) {
+    Access a = rangeOf(op->getOperand(0), isa<MbarrierArriveOp>(op));
+    a.atomic = true;
+    e.accesses.push_back(a);
   } else if (auto dot = dyn_cast<DotOp>(op)) {
     bool async = isWgmma(dot.getMmaKind());
     if (isa<SharedTileType>(dot.getLhs().getType()))
@@ -241,6 +245,18 @@ struct Inserter {
         State after = run(*loop.getBody(), entry, insert);
         after.merge(state); // zero trips
         state = std::move(after);
+        continue;
+      }
+      if (auto ws = dyn_cast<WarpSpecializeOp>(op)) {
+        // The roles meet once, before they split: what came before (the
+        // mbarriers' set-up) is ordered for every warp. Each region's
+        // barriers then order its own warps; the roles order each other's
+        // accesses through mbarriers only. Nothing follows the op.
+        if (!state.pending.empty())
+          barrierBefore(ws, state, /*fence=*/false, insert);
+        for (Region *region : {&ws.getProducer(), &ws.getConsumers()})
+          run(region->front(), State(), insert);
+        state = State();
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op)) {

@@ -193,7 +193,7 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       for (auto [j, acc] : llvm::enumerate(partial))
         storeScratch(rw, loc, acc,
                      arith::AddIOp::create(rw, loc, warpBase, byteIndex(j)));
-      barrier(rw, loc);
+      barrier(rw, loc, op);
       for (auto [j, acc] : llvm::enumerate(partial)) {
         Value index = byteIndex(j);
         Value result;

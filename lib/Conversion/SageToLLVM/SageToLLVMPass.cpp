@@ -3,12 +3,15 @@
 #include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -79,6 +82,47 @@ static void lowerArgumentHints(ModuleOp module) {
   });
 }
 
+/// Each sagegpu.warp_specialize (its regions lowered) becomes a branch on
+/// the warpgroup: threads below the consumers' count take more registers
+/// and run the consumers' region, the producer warpgroup after them gives
+/// registers back and runs its own. The function records its producer warps
+/// (the launch's extra warps).
+static void lowerWarpSpecialize(ModuleOp module) {
+  SmallVector<sagegpu::WarpSpecializeOp> all;
+  module.walk([&](sagegpu::WarpSpecializeOp ws) { all.push_back(ws); });
+  for (sagegpu::WarpSpecializeOp ws : all) {
+    OpBuilder b(ws);
+    Location loc = ws.getLoc();
+    Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+    Value consumers = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ult, tid,
+        arith::ConstantOp::create(
+            b, loc, b.getI32IntegerAttr(ws.getConsumerThreads())));
+    auto branch = scf::IfOp::create(b, loc, consumers, /*withElse=*/true);
+    auto move = [&](Region &from, Block *to, StringRef direction,
+                    int64_t registers) {
+      OpBuilder at = OpBuilder::atBlockBegin(to);
+      inlinePtx(at, loc, Type(), {},
+                ("setmaxnreg." + direction + ".sync.aligned.u32 " +
+                 Twine(registers) + ";")
+                    .str(),
+                "");
+      Block &source = from.front();
+      source.getTerminator()->erase();
+      to->getOperations().splice(to->getTerminator()->getIterator(),
+                                 source.getOperations());
+    };
+    move(ws.getConsumers(), branch.thenBlock(), "inc",
+         ws.getConsumerRegisters());
+    move(ws.getProducer(), branch.elseBlock(), "dec",
+         ws.getProducerRegisters());
+    ws->getParentOp()->setAttr(
+        SageDialect::kProducerWarpsAttrName,
+        b.getI32IntegerAttr(sagegpu::WarpSpecializeOp::kProducerThreads / 32));
+    ws.erase();
+  }
+}
+
 namespace {
 struct ConvertSageToLLVMPass
     : public sage::impl::ConvertSageToLLVMBase<ConvertSageToLLVMPass> {
@@ -117,6 +161,8 @@ struct ConvertSageToLLVMPass
 
     target.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect>();
     target.addIllegalDialect<SageDialect, sagegpu::SageGPUDialect>();
+    // Its regions are lowered in place; the op itself after them.
+    target.addLegalOp<sagegpu::WarpSpecializeOp, sagegpu::WarpYieldOp>();
     auto typesLegal = [&](Operation *op) { return converter.isLegal(op); };
     target.addDynamicallyLegalDialect<arith::ArithDialect>(typesLegal);
     // A math op NVPTX cannot select stays illegal: the conversion then fails
@@ -131,6 +177,7 @@ struct ConvertSageToLLVMPass
     target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(typesLegal);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
+    lowerWarpSpecialize(module);
     lowerArgumentHints(module);
     RewritePatternSet peepholes(ctx);
     populateQuantizeRoundingPatterns(peepholes);

@@ -2,6 +2,7 @@
 
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -30,8 +31,21 @@ void mlir::sage::storeScratch(OpBuilder &b, Location loc, Value value,
   LLVM::StoreOp::create(b, loc, value, getScratchPtr(b, loc, byteOffset));
 }
 
-void mlir::sage::barrier(OpBuilder &b, Location loc) {
-  NVVM::Barrier0Op::create(b, loc);
+void mlir::sage::barrier(OpBuilder &b, Location loc, Operation *at) {
+  sagegpu::WarpRole role = sagegpu::getWarpRole(at);
+  if (role == sagegpu::WarpRole::All) {
+    NVVM::Barrier0Op::create(b, loc);
+    return;
+  }
+  auto ws = at->getParentOfType<sagegpu::WarpSpecializeOp>();
+  bool producer = role == sagegpu::WarpRole::Producer;
+  int64_t threads = producer ? sagegpu::WarpSpecializeOp::kProducerThreads
+                             : ws.getConsumerThreads();
+  inlinePtx(
+      b, loc, Type(), {},
+      ("bar.sync " + Twine(producer ? 2 : 1) + ", " + Twine(threads) + ";")
+          .str(),
+      "");
 }
 
 int64_t mlir::sage::getOpScratchBytes(Operation *op) {

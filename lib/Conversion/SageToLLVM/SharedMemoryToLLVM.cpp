@@ -260,7 +260,7 @@ struct BarrierLowering : public OpConversionPattern<BarrierOp> {
           rw, loc, NVVM::ProxyKind::async_shared,
           NVVM::SharedSpaceAttr::get(rw.getContext(),
                                      NVVM::SharedSpace::shared_cta));
-    barrier(rw, loc);
+    barrier(rw, loc, op);
     rw.eraseOp(op);
     return success();
   }

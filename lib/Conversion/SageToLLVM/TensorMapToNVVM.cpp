@@ -9,7 +9,9 @@
 //
 // sagegpu.tma_load asks the copy engine for the tile, one box per swizzle-
 // wide slab of its inner dimension (thread 0 arms the mbarrier with the
-// tile's bytes and issues them); the mbarrier ops wrap PTX's.
+// tile's bytes and issues them); the mbarrier ops wrap PTX's. In the
+// producer of a warp-specialised kernel, "thread 0" and "warp 0" are the
+// producer's first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
+#include "sage/Layout/Encodings.h"
 #include "sage/Layout/SharedLayouts.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -89,10 +92,12 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     Value rowStride = arith::MulIOp::create(
         rw, loc, adaptor.getStrides()[outer], i64Const(elemBytes));
 
-    // Warp 0 zeroes the staging bytes, lane 0 fills in every field.
+    // Warp 0 (of the role that runs the op) zeroes the staging bytes, lane
+    // 0 fills in every field.
     Value staging = sharedAddress(rw, loc, c.constant(getScratchOffset(op)));
-    Value warp0 = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq,
-                                        c.warp, c.constant(0));
+    Value warp0 = arith::CmpIOp::create(
+        rw, loc, arith::CmpIPredicate::eq, c.warp,
+        c.constant(sagegpu::getRoleFirstThread(op) / layout::kWarpSize));
     Value lane0 = arith::AndIOp::create(
         rw, loc, warp0,
         arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::eq, c.lane,
@@ -140,7 +145,7 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
               "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::"
               "generic.release.gpu.sync.aligned [$0], [$1], 128;",
               "l,r,b");
-    // Warp 0 (thread 0 issues every copy) sees the published map.
+    // Warp 0 (whose first thread issues every copy) sees the published map.
     inlinePtx(rw, loc, Type(), {mapAddress, warp0},
               "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
               "l,b");
@@ -149,9 +154,11 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
   }
 };
 
-Value isThread0(ThreadCoords &c) {
+/// i1: the running thread is the first of the role that runs `op` (thread 0,
+/// or the producer's first in a warp-specialised kernel's producer).
+Value isLeader(ThreadCoords &c, Operation *op) {
   return arith::CmpIOp::create(c.b, c.loc, arith::CmpIPredicate::eq, c.tid,
-                               c.constant(0));
+                               c.constant(sagegpu::getRoleFirstThread(op)));
 }
 
 /// The shared-window address of a converted `!sagegpu.smem` value.
@@ -166,7 +173,7 @@ struct MbarrierInitLowering
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
-    Value first = isThread0(c);
+    Value first = isLeader(c, op);
     inlinePtx(rw, loc, Type(),
               {addressOf(rw, loc, adaptor.getBarrier()),
                c.constant(op.getCount()), first},
@@ -188,7 +195,7 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
     Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
     sagegpu::SharedTileType type = op.getDest().getType();
     int64_t elemBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
-    Value first = isThread0(c);
+    Value first = isLeader(c, op);
     Value bar = addressOf(rw, loc, adaptor.getBarrier());
     inlinePtx(rw, loc, Type(), {bar, c.constant(type.getSizeInBytes()), first},
               "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
@@ -243,6 +250,19 @@ struct MbarrierWaitLowering
   }
 };
 
+struct MbarrierArriveLowering
+    : public OpConversionPattern<sagegpu::MbarrierArriveOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::MbarrierArriveOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    inlinePtx(rw, op.getLoc(), Type(),
+              {addressOf(rw, op.getLoc(), adaptor.getBarrier())},
+              "mbarrier.arrive.shared::cta.b64 _, [$0];", "r");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct MbarrierInvalLowering
     : public OpConversionPattern<sagegpu::MbarrierInvalOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -251,7 +271,7 @@ struct MbarrierInvalLowering
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getBarrier()), isThread0(c)},
+              {addressOf(rw, loc, adaptor.getBarrier()), isLeader(c, op)},
               "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
     rw.eraseOp(op);
     return success();
@@ -262,7 +282,8 @@ struct MbarrierInvalLowering
 
 void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                                  RewritePatternSet &patterns) {
-  patterns.add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
-               MbarrierWaitLowering, MbarrierInvalLowering>(
-      converter, patterns.getContext());
+  patterns
+      .add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
+           MbarrierWaitLowering, MbarrierArriveLowering, MbarrierInvalLowering>(
+          converter, patterns.getContext());
 }

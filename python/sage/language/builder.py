@@ -231,9 +231,10 @@ class IRBuilder:
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],
                  body: Callable[[str, list[str]], list[Value]],
-                 num_stages: int = 1) -> list[str]:
+                 num_stages: int = 1, warp_specialize: bool = False) -> list[str]:
         """``scf.for`` with ``inits`` as iter_args; ``body`` traces one iteration;
-        ``num_stages`` > 1 becomes its ``sage.num_stages`` attribute."""
+        ``num_stages`` > 1 becomes its ``sage.num_stages`` attribute and
+        ``warp_specialize`` its ``sage.warp_specialize``."""
         loc = self._loc()
         iv, *args = self._fresh_each(1 + len(inits))
         header = (f"scf.for {iv} = {self._use(start)} to {self._use(stop)} "
@@ -257,7 +258,10 @@ class IRBuilder:
         lines = self._regions[-1].lines
         lines.append(f"{self._result_prefix(results)}{header} : {start.type.mlir} {{")
         lines.extend(f"  {line}" for line in region.lines)
-        attrs = f" {{sage.num_stages = {num_stages} : i32}}" if num_stages > 1 else ""
+        named = [f"sage.num_stages = {num_stages} : i32"] if num_stages > 1 else []
+        if warp_specialize:
+            named.append("sage.warp_specialize")
+        attrs = f" {{{', '.join(named)}}}" if named else ""
         lines.append(f"}}{attrs}{loc}")
         return results
 

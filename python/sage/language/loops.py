@@ -65,12 +65,13 @@ def launch_num_stages(num_stages: int) -> Iterator[None]:
 class RangeSpec:
     """The bounds of an ``sl.range`` loop (integers, runtime or constant) and
     its schedule (``num_stages``; None: the launch's, resolved when the loop
-    is traced)."""
+    is traced; ``warp_specialize``)."""
 
     start: Any
     stop: Any
     step: Any
     num_stages: int | None = None
+    warp_specialize: bool = False
 
     def __iter__(self):
         raise error("sl.range loops must be written directly in a kernel function whose "
@@ -79,7 +80,7 @@ class RangeSpec:
 
 
 def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
-          num_stages: int | None = None) -> RangeSpec:
+          num_stages: int | None = None, warp_specialize: bool = False) -> RangeSpec:
     """A loop with runtime bounds, ``for i in sl.range(start, stop, step)`` (``scf.for``).
 
     Like Python's ``range``: one argument is ``stop``. ``step`` must be
@@ -92,12 +93,24 @@ def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
     the interpreter ignores it. Not given, the loop takes the launch's
     ``num_stages`` (``kernel[grid](..., num_stages=S)``, ``sl.trace(...,
     num_stages=S)``; default 1); given, it wins (1 keeps the loop unpipelined).
+
+    ``warp_specialize=True`` gives those copies a warpgroup of their own (a
+    producer, launched beside the kernel's ``num_warps``, which must be whole
+    warpgroups): it issues them into the S buffers as soon as the consumers
+    (the kernel's warps, which run everything else) have freed one, and the
+    registers it does not need go to the consumers (``sage.warp_specialize``
+    on the ``scf.for``, ``sagegpu-warp-specialize``). It needs
+    ``num_stages`` >= 2, a loop directly in the kernel body (one per kernel)
+    and only TMA copies that can be issued ahead. Like ``num_stages`` it
+    never changes results.
     """
     if num_stages is not None and not is_num_stages(num_stages):
         raise error(f"sl.range num_stages must be an integer >= 1, got {num_stages!r}")
+    if not isinstance(warp_specialize, bool):
+        raise error(f"sl.range warp_specialize must be True or False, got {warp_specialize!r}")
     if stop is None:
         start, stop = 0, start
-    return RangeSpec(start, stop, step, num_stages)
+    return RangeSpec(start, stop, step, num_stages, warp_specialize)
 
 
 def _loop_bound(x: Any, what: str, dtype) -> Value:
@@ -135,8 +148,11 @@ def run_range_loop(spec: Any, body: Callable[..., tuple], names: Sequence[str],
                 for name, before, after in zip(names, carried, out)]
 
     stages = _LAUNCH_NUM_STAGES.get() if spec.num_stages is None else spec.num_stages
+    if spec.warp_specialize and stages < 2:
+        raise error(f"sl.range warp_specialize=True needs num_stages >= 2 (the buffers the "
+                    f"producer fills ahead), got {stages}")
     handles = backend().for_loop(start, stop, step, carried, one_iteration,
-                                 num_stages=stages)
+                                 num_stages=stages, warp_specialize=spec.warp_specialize)
     return tuple(Value(v.type, h) for v, h in zip(carried, handles))
 
 

@@ -410,3 +410,61 @@ func.func @f(%r: !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8
   %t = sagegpu.local_load %r : !sagegpu.smem<2x64x64xi8, #sagegpu.shared<swizzle = 0, bits = 8>> -> tensor<64x64xi8>
   return
 }
+
+// -----
+
+func.func @f() {
+  "scf.execute_region"() ({
+    // expected-error @+1 {{must be directly in a function body}}
+    sagegpu.warp_specialize producer(registers = 40) {
+    } consumers(registers = 232) {
+    }
+    scf.yield
+  }) : () -> ()
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{must be the last op of its function before the return}}
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+  }
+  %c = arith.constant 0 : i32
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{registers per thread must be a multiple of 8 (setmaxnreg), got 36}}
+  sagegpu.warp_specialize producer(registers = 36) {
+  } consumers(registers = 232) {
+  }
+  return
+}
+
+// -----
+
+module attributes {sage.num_warps = 8 : i32} {
+func.func @f() {
+  // expected-error @+1 {{asks for 66560 registers: an SM has 65536 (128 producer threads and 256 consumer threads)}}
+  sagegpu.warp_specialize producer(registers = 56) {
+  } consumers(registers = 232) {
+  }
+  return
+}
+}
+
+// -----
+
+module attributes {sage.num_warps = 2 : i32} {
+func.func @f() {
+  // expected-error @+1 {{the consumers must be whole warpgroups: 2 warps}}
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+  }
+  return
+}
+}

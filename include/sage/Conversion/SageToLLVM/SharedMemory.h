@@ -40,8 +40,10 @@ Value getScratchPtr(OpBuilder &b, Location loc, Value byteOffset);
 Value loadScratch(OpBuilder &b, Location loc, Type type, Value byteOffset);
 void storeScratch(OpBuilder &b, Location loc, Value value, Value byteOffset);
 
-/// Block-wide barrier.
-void barrier(OpBuilder &b, Location loc);
+/// The threads that run `at` meet: all of the program's (bar.sync 0), or,
+/// in a region of sagegpu.warp_specialize, that role's warps only (named
+/// barrier 1 for the consumers, 2 for the producer).
+void barrier(OpBuilder &b, Location loc, Operation *at);
 
 } // namespace mlir::sage
 

@@ -143,6 +143,23 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << name << "' must be a positive integer";
     return success();
   }
+  if (name == kWarpSpecializeAttrName) {
+    if (!isa<scf::ForOp>(op))
+      return op->emitError() << "'" << name << "' applies to scf.for only";
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
+  if (name == kProducerWarpsAttrName) {
+    auto warps = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' applies to functions only";
+    if (!warps || warps.getInt() <= 0 || warps.getInt() % 4 != 0)
+      return op->emitError()
+             << "'" << name
+             << "' must be a positive multiple of 4 (warpgroups)";
+    return success();
+  }
   if (name == kMaxnregAttrName) {
     auto regs = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op))

@@ -1,6 +1,8 @@
 //===- SageGPUOps.cpp - sagegpu op verifiers and folders ------------------===//
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -344,6 +346,53 @@ LogicalResult DotWaitOp::verify() {
                            << " is not the result of a wgmma sagegpu.dot "
                               "(mma.sync dots are synchronous)";
   return success();
+}
+
+int64_t WarpSpecializeOp::getConsumerThreads() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  return int64_t(module ? sage::SageDialect::getNumWarps(module) : 4) * 32;
+}
+
+LogicalResult WarpSpecializeOp::verify() {
+  Operation *parent = (*this)->getParentOp();
+  if (!parent || !isa<FunctionOpInterface>(parent))
+    return emitOpError("must be directly in a function body: it splits the "
+                       "whole program into two warp roles");
+  if (!isa<func::ReturnOp>((*this)->getNextNode()))
+    return emitOpError("must be the last op of its function before the "
+                       "return: the roles do not meet again");
+  for (int64_t regs :
+       {int64_t(getProducerRegisters()), int64_t(getConsumerRegisters())})
+    if (regs % 8 != 0)
+      return emitOpError() << "registers per thread must be a multiple of 8 "
+                              "(setmaxnreg), got "
+                           << regs;
+  int64_t consumers = getConsumerThreads();
+  if (consumers % kProducerThreads != 0)
+    return emitOpError() << "the consumers must be whole warpgroups: "
+                         << consumers / 32 << " warps";
+  int64_t total = kProducerThreads * getProducerRegisters() +
+                  consumers * getConsumerRegisters();
+  if (total > 65536)
+    return emitOpError() << "asks for " << total
+                         << " registers: an SM has 65536 (128 producer "
+                            "threads and "
+                         << consumers << " consumer threads)";
+  return success();
+}
+
+WarpRole mlir::sagegpu::getWarpRole(Operation *op) {
+  for (Operation *at = op; at; at = at->getParentOp())
+    if (auto ws = dyn_cast_or_null<WarpSpecializeOp>(at->getParentOp()))
+      return at->getParentRegion() == &ws.getProducer() ? WarpRole::Producer
+                                                        : WarpRole::Consumers;
+  return WarpRole::All;
+}
+
+int64_t mlir::sagegpu::getRoleFirstThread(Operation *op) {
+  if (getWarpRole(op) != WarpRole::Producer)
+    return 0;
+  return op->getParentOfType<WarpSpecializeOp>().getConsumerThreads();
 }
 
 LogicalResult TransOp::verify() {

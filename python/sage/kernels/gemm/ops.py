@@ -9,7 +9,8 @@ tile plan of :data:`INT8_TILES` / :data:`HALF_TILES` unless given one.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import functools
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -22,8 +23,13 @@ GEMM = jit(gemm)
 
 @dataclass(frozen=True)
 class GemmTiles:
-    """One launch plan: block sizes, pipeline stages, warps and the tile rows
-    of a program group (see :func:`sage.kernels.gemm.kernels.grouped_tile`)."""
+    """One launch plan: block sizes, pipeline stages, warps (the consumers'
+    with ``warp_specialize``: a producer warpgroup comes on top), the tile
+    rows of a program group (see :func:`sage.kernels.gemm.kernels.grouped_tile`),
+    whether the loop's copies get a producer warpgroup (only where the
+    operands allow TMA copies: K a multiple of 16, 16-byte aligned bases;
+    else the plan runs without one) and whether one program per SM walks the
+    tiles (``persistent``)."""
 
     block_m: int
     block_n: int
@@ -31,26 +37,57 @@ class GemmTiles:
     stages: int
     num_warps: int
     group_m: int = 8
+    warp_specialize: bool = False
+    persistent: bool = False
 
-    def constexprs(self) -> dict[str, int]:
-        """The kernels' block, stage and group constexprs."""
+    def constexprs(self) -> dict[str, int | bool]:
+        """The kernels' block, stage, group, warp-specialisation and
+        persistence constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
-                "STAGES": self.stages, "GROUP_M": self.group_m}
+                "STAGES": self.stages, "GROUP_M": self.group_m,
+                "WARP_SPECIALIZE": self.warp_specialize, "PERSISTENT": self.persistent}
 
-    def grid(self, m: int, n: int) -> tuple[int]:
-        """One program per C tile."""
-        return (-(-m // self.block_m) * -(-n // self.block_n),)
+    def grid(self, m: int, n: int, sms: int = 0) -> tuple[int]:
+        """One program per C tile, or, ``persistent``, at most one per SM
+        (``sms`` of them)."""
+        tiles = -(-m // self.block_m) * -(-n // self.block_n)
+        if self.persistent:
+            if sms <= 0:
+                raise ValueError("a persistent plan's grid needs the device's SM count")
+            return (max(1, min(tiles, sms)),)
+        return (tiles,)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
 #: 128 x 256 tiles on two consumer warpgroups (each a 64 x 256 wgmma
-#: accumulator: 128 registers a thread), 128 bytes of K a stage, 4 stages
-#: (192 KB of shared memory), programs in groups of 8 tile rows.
-INT8_TILES = GemmTiles(128, 256, 128, 4, 8)
+#: accumulator: 128 registers a thread) fed by a producer warpgroup, 128
+#: bytes of K a stage, 4 stages (192 KB of shared memory), one program per
+#: SM walking the tiles in groups of 8 tile rows. On the H100 this was
+#: 1.01-1.05x the same tiles without producer and persistence (INT8) and
+#: 1.00-1.06x (bf16), bench/results/2026-11-25-h100-gemm-ws.md.
+INT8_TILES = GemmTiles(128, 256, 128, 4, 8, warp_specialize=True, persistent=True)
 #: The same tile for 16-bit operands: 64 elements (128 bytes) of K a stage.
-HALF_TILES = GemmTiles(128, 256, 64, 3, 8)
+HALF_TILES = GemmTiles(128, 256, 64, 4, 8, warp_specialize=True, persistent=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _launch(tiles: GemmTiles, a: torch.Tensor, b: torch.Tensor, m: int, n: int,
+            k: int) -> tuple[tuple[int], dict[str, int | bool]]:
+    """The grid and constexprs of ``tiles`` for these operands. A producer
+    warpgroup issues TMA copies, which need 16-byte aligned rows and bases
+    (K a multiple of 16, as the JIT specialises it): other operands run the
+    plan without warp specialisation (the loop pipelined by cp.async), with
+    the same result."""
+    if tiles.warp_specialize and (k % 16 or a.data_ptr() % 16 or b.data_ptr() % 16):
+        tiles = replace(tiles, warp_specialize=False)
+    grid = tiles.grid(m, n, _sm_count(a.device.index) if tiles.persistent else 0)
+    return grid, tiles.constexprs()
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
@@ -95,8 +132,9 @@ def int8_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = Non
             raise ValueError("without scales the result is int32")
         out = torch.empty((m, n), dtype=torch.int32, device=a.device)
         a_scale = b_scale = out  # not read without DEQUANT
-    GEMM[tiles.grid(m, n)](a, b, out, a_scale, b_scale, m, n, k, **tiles.constexprs(),
-                           DEQUANT=dequant, num_warps=tiles.num_warps)
+    grid, constexprs = _launch(tiles, a, b, m, n, k)
+    GEMM[grid](a, b, out, a_scale, b_scale, m, n, k, **constexprs, DEQUANT=dequant,
+               num_warps=tiles.num_warps)
     return out
 
 
@@ -109,6 +147,6 @@ def half_mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = No
     n = b.shape[0]
     out = torch.empty((m, n), dtype=out_dtype or a.dtype, device=a.device)
     # The scales are not read without DEQUANT.
-    GEMM[tiles.grid(m, n)](a, b, out, out, out, m, n, k, **tiles.constexprs(),
-                           num_warps=tiles.num_warps)
+    grid, constexprs = _launch(tiles, a, b, m, n, k)
+    GEMM[grid](a, b, out, out, out, m, n, k, **constexprs, num_warps=tiles.num_warps)
     return out

@@ -76,6 +76,14 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kMaxnregAttrName = "sage.maxnreg";
     static constexpr ::llvm::StringLiteral kNumStagesAttrName =
         "sage.num_stages";
+    /// On an scf.for: split the kernel into a producer warpgroup that
+    /// issues the loop's copies and consumer warpgroups that run the rest.
+    static constexpr ::llvm::StringLiteral kWarpSpecializeAttrName =
+        "sage.warp_specialize";
+    /// On a lowered kernel: the warps of its producer warpgroup, launched
+    /// after its sage.num_warps consumer warps.
+    static constexpr ::llvm::StringLiteral kProducerWarpsAttrName =
+        "sage.producer_warps";
     /// The range of sage.maxnreg (ptxas raises smaller caps to 24 and
     /// ignores larger ones).
     static constexpr int64_t kMinMaxnreg = 24, kMaxMaxnreg = 255;

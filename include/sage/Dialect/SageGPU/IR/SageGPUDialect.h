@@ -84,6 +84,15 @@ void forEachWait(DotOp dot, function_ref<void(DotWaitOp)> fn);
 MmaEncodingAttr getAccumulatorEncoding(MLIRContext *ctx, sage::MmaKind kind,
                                        int64_t m, int64_t n, unsigned numWarps);
 
+/// Which warps run an op: all of the program's, or one role of a
+/// sagegpu.warp_specialize.
+enum class WarpRole { All, Producer, Consumers };
+WarpRole getWarpRole(Operation *op);
+/// The first thread of the role that runs `op`: the producer's follow the
+/// consumers'; 0 otherwise. Per-thread choices (the one thread that issues
+/// a copy) count from there.
+int64_t getRoleFirstThread(Operation *op);
+
 } // namespace mlir::sagegpu
 
 #endif // SAGE_DIALECT_SAGEGPU_IR_SAGEGPUDIALECT_H

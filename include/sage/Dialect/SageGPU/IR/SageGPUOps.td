@@ -181,6 +181,23 @@ def SageGPU_MbarrierWaitOp : SageGPU_Op<"mbarrier_wait", [
   let assemblyFormat = "$barrier `,` $phase attr-dict `:` qualified(type($barrier))";
 }
 
+// Arriving publishes the thread's earlier shared-memory accesses (release):
+// it orders them like a write.
+def SageGPU_MbarrierArriveOp : SageGPU_Op<"mbarrier_arrive", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>,
+                   MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "every thread that runs it arrives once on the mbarrier";
+  let description = [{
+    `mbarrier.arrive` by each executing thread: the barrier's current phase
+    completes when its expected count of arrivals (its `mbarrier_init`
+    count) have arrived. The consumer warpgroups of a
+    `sagegpu.warp_specialize` free a ring slot this way once every one of
+    their threads has finished reading it.
+  }];
+  let arguments = (ins SageGPU_Mbarrier:$barrier);
+  let assemblyFormat = "$barrier attr-dict `:` qualified(type($barrier))";
+}
+
 def SageGPU_MbarrierInvalOp : SageGPU_Op<"mbarrier_inval", [
     MemoryEffects<[MemWrite<SageGPU_SharedResource>]>]> {
   let summary = "one thread invalidates an mbarrier so its bytes can be reused";
@@ -210,10 +227,14 @@ def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
 }
 
 def SageGPU_BarrierOp : SageGPU_Op<"barrier"> {
-  let summary = "all threads of the program meet (bar.sync 0)";
+  let summary = "the threads of the program, or of its warp role, meet";
   let description = [{
     Inserted by `sagegpu-insert-barriers` between shared-memory accesses of
-    different threads that must not overlap. With `fence_async`, the threads
+    different threads that must not overlap. All threads of the program meet
+    (`bar.sync 0`), except inside a region of `sagegpu.warp_specialize`:
+    there only that region's warps do (the consumers at named barrier 1, the
+    producer at 2, with their thread counts), as the other role runs other
+    code. With `fence_async`, the threads
     first make their generic-proxy shared-memory writes visible to the async
     proxy (`fence.proxy.async.shared::cta`), which wgmma and TMA read
     through.
@@ -313,6 +334,65 @@ def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
   let results = (outs Variadic<Sage_AnyTile>:$outputs);
   let assemblyFormat = "$inputs attr-dict (`:` type($inputs)^)?";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Warp specialisation
+//===----------------------------------------------------------------------===//
+
+def SageGPU_WarpSpecializeOp : SageGPU_Op<"warp_specialize", [
+    RecursiveMemoryEffects, NoRegionArguments,
+    SingleBlockImplicitTerminator<"WarpYieldOp">]> {
+  let summary = "a producer warpgroup and the consumer warpgroups run apart";
+  let description = [{
+    The program runs with one more warpgroup than its `sage.num_warps`: the
+    consumer warpgroups (the program's warps, threads 0 to 32 * num_warps -
+    1, which every tile layout is written for) run `consumers`; the extra
+    warpgroup, the producer (the next 128 threads), runs `producer`. The
+    producer issues copies (one elected thread of it), waits for slots that
+    the consumers freed and holds no tiles, so it gives registers back
+    (`setmaxnreg.dec` to `producer_registers`) and the consumers take them
+    (`setmaxnreg.inc` to `consumer_registers`): 128 * producer_registers +
+    32 * num_warps * consumer_registers must fit the 65536 registers of an
+    SM. The two roles meet only through mbarriers set up before the op
+    (full: the copy engine completes them; empty: the consumers arrive) and
+    never at a program-wide barrier: `sagegpu.barrier` in a region orders
+    that role's warps only. Built by `sagegpu-warp-specialize` from a loop
+    marked `sage.warp_specialize`; it is the last op of its function before
+    the return.
+
+    ```mlir
+    sagegpu.warp_specialize producer(registers = 40) {
+      scf.for %k = %c0 to %K step %c64 : i32 {
+        sagegpu.mbarrier_wait %empty_slot, %free_phase : !sagegpu.smem<1xi64>
+        sagegpu.tma_load %map[%row, %k64], %full_slot into %ring_slot : ...
+      }
+    } consumers(registers = 232) {
+      // the rest of the kernel: wait full, dot, arrive empty, epilogue
+    }
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<24>, IntMaxValue<256>]>:$producer_registers,
+                   ConfinedAttr<I32Attr, [IntMinValue<24>, IntMaxValue<256>]>:$consumer_registers);
+  let regions = (region SizedRegion<1>:$producer, SizedRegion<1>:$consumers);
+  let assemblyFormat = [{
+    `producer` `(` `registers` `=` $producer_registers `)` $producer
+    `consumers` `(` `registers` `=` $consumer_registers `)` $consumers
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The producer is one warpgroup (setmaxnreg works on warpgroups).
+    static constexpr int64_t kProducerThreads = 128;
+    /// The threads of the consumer warpgroups: the program's warps.
+    int64_t getConsumerThreads();
+  }];
+}
+
+def SageGPU_WarpYieldOp : SageGPU_Op<"warp_yield", [
+    Pure, Terminator, HasParent<"WarpSpecializeOp">]> {
+  let summary = "ends a region of sagegpu.warp_specialize";
+  let assemblyFormat = "attr-dict";
 }
 
 def SageGPU_TransOp : SageGPU_Op<"trans", [Pure]> {

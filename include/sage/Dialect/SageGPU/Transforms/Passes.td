@@ -94,6 +94,45 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
                            "::mlir::arith::ArithDialect"];
 }
 
+def SageGPUWarpSpecialize
+    : Pass<"sagegpu-warp-specialize", "::mlir::ModuleOp"> {
+  let summary = "Split a kernel into a TMA producer warpgroup and consumer "
+                "warpgroups around its marked loop";
+  let description = [{
+    Runs where `sagegpu-pipeline` does, before it. A function's `scf.for`
+    marked `sage.warp_specialize` (`sl.range(..., num_stages=S,
+    warp_specialize=True)`, S >= 2, directly in the function body) must have
+    only pipelinable `sagegpu.tma_load`s (as `sagegpu-pipeline` defines
+    them). The function becomes:
+    - before everything, each copy's buffer as a ring of S tiles with a ring
+      of S "full" mbarriers (one arrival: the copy), and one ring of S
+      "empty" mbarriers that every consumer thread arrives on, initialised;
+    - a `sagegpu.warp_specialize` whose producer region computes what the
+      copies need (the side-effect-free scalar ops and tensor maps they
+      depend on, cloned) and runs the loop's iterations: wait until slot
+      `it % S` is empty (phase `(it / S) % 2 ^ 1`: a fresh mbarrier's
+      preceding phase counts as complete, so the first S iterations do not
+      wait), then issue the iteration's copies into it;
+    - and whose consumer region is the rest of the function, the loop
+      reading slot `it % S` after waiting for its full mbarrier (phase
+      `(it / S) % 2`) and arriving on its empty one once the slot is read:
+      at the end of the iteration, or, when the loop's one wgmma dot
+      accumulates into a carried value (as in `sagegpu-pipeline`), the
+      previous iteration's slot after the `dot_wait {pendings = 1}` that
+      completes its dot, the accumulation staying in flight.
+    The registers split as the options say (consumers: the most that fit,
+    up to 240). Tensor maps only the copies used are built by the producer
+    alone. Errors name what keeps a marked loop from being split.
+  }];
+  let options = [
+    Option<"producerRegisters", "producer-registers", "int", "40",
+           "registers per producer thread (setmaxnreg.dec)">,
+  ];
+  let dependentDialects = ["::mlir::sagegpu::SageGPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SageGPUPipeline : Pass<"sagegpu-pipeline", "::mlir::ModuleOp"> {
   let summary = "Issue a loop's TMA copies stages ahead, into rings of "
                 "buffers and mbarriers";
