@@ -1,7 +1,7 @@
 """GEMM speed (issue #11): the sage INT8 and bf16 GEMMs vs torch and Triton, C = A·Bᵀ.
 
     python3 bench/gemm_speed.py OUT.json OUT.md [--quick] [--cases m4096,m8192]
-        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8[:ws][:p]]
+        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8[:ws][:p][:ts]]
         [--triton-tiles 128x256x128:3:8] [--rounds 3] [--budget-s 200] [--no-check]
 
 A is M x K and B is N x K (both K-major, contiguous), at M = N = K = 4096 and
@@ -31,7 +31,8 @@ t_other / t_sage (above 1: sage faster) with issue #11's bars: sage-int8 ≥
 0.95x cuBLAS at every shape. ``--sage-tiles`` (repeatable) adds the sage
 providers at other tile plans (``BMxBNxBK:STAGES:WARPS``, ``:ws`` for a
 warp-specialised loop: a TMA producer warpgroup beside WARPS consumer warps,
-``:p`` for one persistent program per SM walking the tiles;
+``:p`` for one persistent program per SM walking the tiles, ``:ts`` for C
+stored by the copy engine;
 ``bf16=`` for the bf16 GEMM, else INT8), timed and compared like the
 defaults; only the default plans count for the bars.
 """
@@ -71,7 +72,7 @@ TRITON_TILES = "128x256x128:3:8"
 GROUP_M = 8
 F32_TOL = 1e-6
 BF16_TOL = 1e-2
-TILES_RE = re.compile(r"(\d+)x(\d+)x(\d+):(\d+):(\d+)(:ws)?(:p)?")
+TILES_RE = re.compile(r"(\d+)x(\d+)x(\d+):(\d+):(\d+)(:ws)?(:p)?(:ts)?")
 TILE_FIELDS = ("block_m", "block_n", "block_k", "stages", "num_warps")
 
 
@@ -126,24 +127,26 @@ def gemm_cases(quick: bool = False) -> list[GemmCase]:
 
 def parse_tiles(spec: str) -> dict[str, int]:
     """``"128x256x128:3:8"`` -> the fields of ``GemmTiles`` (block_m, block_n, block_k,
-    stages, num_warps, warp_specialize: a ``:ws`` suffix, persistent: ``:p``)."""
+    stages, num_warps, warp_specialize: a ``:ws`` suffix, persistent: ``:p``,
+    tma_store: ``:ts``)."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBNxBK:STAGES:WARPS[:ws][:p]")
-    *numbers, ws, persistent = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBNxBK:STAGES:WARPS[:ws][:p][:ts]")
+    *numbers, ws, persistent, tma_store = match.groups()
     return {**dict(zip(TILE_FIELDS, map(int, numbers))), "warp_specialize": ws is not None,
-            "persistent": persistent is not None}
+            "persistent": persistent is not None, "tma_store": tma_store is not None}
 
 
 def tiles_spec(tiles: dict[str, int]) -> str:
     """The inverse of :func:`parse_tiles`."""
     spec = "{block_m}x{block_n}x{block_k}:{stages}:{num_warps}".format(**tiles)
     return (spec + (":ws" if tiles.get("warp_specialize") else "")
-            + (":p" if tiles.get("persistent") else ""))
+            + (":p" if tiles.get("persistent") else "")
+            + (":ts" if tiles.get("tma_store") else ""))
 
 
 def sage_tiles_arg(text: str) -> tuple[str, str]:
-    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p]`` -> (kind, plan)."""
+    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts]`` -> (kind, plan)."""
     kind, _, spec = text.rpartition("=")
     kind = kind or "int8"
     if kind not in ("int8", "bf16"):
@@ -161,8 +164,8 @@ def triton_tiles_arg(text: str) -> str:
         tiles = parse_tiles(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-    if tiles["warp_specialize"] or tiles["persistent"]:
-        raise argparse.ArgumentTypeError(f"{text!r}: :ws and :p are for the sage kernels")
+    if tiles["warp_specialize"] or tiles["persistent"] or tiles["tma_store"]:
+        raise argparse.ArgumentTypeError(f"{text!r}: :ws, :p and :ts are for the sage kernels")
     return tiles_spec(tiles)
 
 
@@ -173,7 +176,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="the 4096 cube only", cases_example="m4096-n4096,m8192",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=[],
-                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p]",
+                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts]",
                         help="also time the sage providers of that kind at this plan "
                              "(repeatable; no prefix: INT8)")
     parser.add_argument("--triton-tiles", type=triton_tiles_arg, default=TRITON_TILES,

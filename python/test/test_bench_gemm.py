@@ -38,7 +38,8 @@ def test_cases_and_selection():
 def test_tile_plans():
     plan = gemm.parse_tiles(" 128x256x64:4:8")
     assert plan == {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 4,
-                    "num_warps": 8, "warp_specialize": False, "persistent": False}
+                    "num_warps": 8, "warp_specialize": False, "persistent": False,
+                    "tma_store": False}
     assert gemm.tiles_spec(plan) == "128x256x64:4:8"
     specialised = gemm.parse_tiles("128x256x64:4:8:ws")
     assert specialised == {**plan, "warp_specialize": True}
@@ -47,6 +48,8 @@ def test_tile_plans():
     assert both == {**plan, "warp_specialize": True, "persistent": True}
     assert gemm.tiles_spec(both) == "128x256x64:4:8:ws:p"
     assert gemm.tiles_spec(gemm.parse_tiles("128x256x64:4:8:p")) == "128x256x64:4:8:p"
+    assert gemm.parse_tiles("128x256x64:3:8:ws:p:ts")["tma_store"]
+    assert gemm.tiles_spec(gemm.parse_tiles("128x256x64:3:8:ts")) == "128x256x64:3:8:ts"
     for bad in ("128x256:3:8", "128x256x128:3", "axbxc:1:2", "128x256x128:3:8:1",
                 "128x256x128:3:8:wx", "128x256x128:3:8:p:ws"):
         with pytest.raises(ValueError):
@@ -54,7 +57,7 @@ def test_tile_plans():
     assert gemm.sage_tiles_arg("64x256x128:4:4") == ("int8", "64x256x128:4:4")
     assert gemm.sage_tiles_arg("bf16=128x128x64:5:8") == ("bf16", "128x128x64:5:8")
     assert gemm.sage_tiles_arg("bf16=128x256x64:4:8:ws") == ("bf16", "128x256x64:4:8:ws")
-    for spec in ("128x256x128:3:8:ws", "128x256x128:3:8:p"):
+    for spec in ("128x256x128:3:8:ws", "128x256x128:3:8:p", "128x256x128:3:8:ts"):
         with pytest.raises(argparse.ArgumentTypeError, match="sage kernels"):
             gemm.triton_tiles_arg(spec)
     for bad in ("fp8=128x128x64:5:8", "bf16=128x128"):
@@ -64,7 +67,8 @@ def test_tile_plans():
                                                    "block_k": 128, "stages": 3,
                                                    "num_warps": 8,
                                                    "warp_specialize": False,
-                                                   "persistent": False}
+                                                   "persistent": False,
+                                                   "tma_store": False}
 
 
 def test_arguments():

@@ -50,8 +50,19 @@ def test_persistent_programs_walk_every_tile(programs):
     c = np.full((m, n), -1, np.int32)
     unused = np.zeros(1, np.float32)
     sl.interpret(gemm, programs, [a, b, c, unused, unused, m, n, k],
-                 dict(BLOCKS, STAGES=2, GROUP_M=2, PERSISTENT=True, WARP_SPECIALIZE=True))
+                 dict(BLOCKS, STAGES=2, GROUP_M=2, PERSISTENT=True, WARP_SPECIALIZE=True,
+                      TMA_STORE=True))
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
+
+
+def test_shared_bytes_of_a_plan():
+    pytest.importorskip("torch")
+    from sage.kernels.gemm.ops import HALF_TILES, INT8_TILES, shared_bytes  # noqa: PLC0415
+    # 3 stages of 48 KB, a 64 KB bf16 C tile: fits the H100's 227 KB.
+    assert shared_bytes(HALF_TILES, 2, 2) == 3 * 48 * 1024 + 64 * 1024 + 2048 <= 232448
+    # f32 C doubles the C tile: over, so half_mm stores it without TMA.
+    assert shared_bytes(HALF_TILES, 2, 4) > 232448
+    assert shared_bytes(INT8_TILES, 1, 4) == 4 * 48 * 1024 + 2048
 
 
 def test_persistent_grid():

@@ -281,6 +281,18 @@ def test_range_warp_specialize_must_be_a_bool_with_stages():
     assert "sage.warp_specialize" in sl.trace(unstaged, [F32, N], {}, num_stages=3)
 
 
+def test_store_tma_must_be_a_bool_and_not_atomic():
+    def kernel(a, n, TMA: sl.constexpr, ATOMIC: sl.constexpr):
+        t = sl.zeros((16, 16), sl.float32)
+        sl.store(a, t, (0, 0), (n, 1), (n, n), atomic_add=ATOMIC, tma=TMA)  # HERE
+
+    expect_error(kernel, [F32, N], {"TMA": 1, "ATOMIC": False}, r"tma must be a Python bool",
+                 "# HERE")
+    expect_error(kernel, [F32, N], {"TMA": True, "ATOMIC": True},
+                 r"a store is tma or atomic_add, not both", "# HERE")
+    assert "sage.store tma " in sl.trace(kernel, [F32, N], {"TMA": True, "ATOMIC": False})
+
+
 def test_signature_errors():
     def kernel(a, n, BLOCK: sl.constexpr):
         pass

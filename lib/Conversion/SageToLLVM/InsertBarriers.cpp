@@ -106,6 +106,10 @@ Effects effectsOf(Operation *op) {
     e.accesses.push_back(rangeOf(load.getSource(), false));
   } else if (auto copy = dyn_cast<AsyncCopyOp>(op)) {
     e.accesses.push_back(rangeOf(copy.getDest(), true));
+  } else if (auto store = dyn_cast<TmaStoreOp>(op)) {
+    // The copy engine reads the tile (async proxy); the op waits for that
+    // read, so a later write only needs the other threads ordered.
+    e.accesses.push_back(rangeOf(store.getSource(), false, true));
   } else if (auto tma = dyn_cast<TmaLoadOp>(op)) {
     // Thread 0 arms the mbarrier it initialised itself (mbarrier updates
     // are atomic): only the box's bytes count.

@@ -186,47 +186,85 @@ struct MbarrierInitLowering
   }
 };
 
+/// The slabs of a TMA copy between `tile` (a swizzled shared tile of `type`
+/// at shared address `base`) and the box of `map` at (`outer`, `inner`):
+/// calls `fn(sharedAddress, innerByte, outerRow)` once per swizzle-wide slab
+/// of the inner dimension (slab s: `outer` rows of `swizzle` bytes at byte
+/// s * rows * swizzle of the tile, from byte inner * elemBytes + s * swizzle
+/// of the rows).
+void forEachSlab(ConversionPatternRewriter &rw, Location loc, ThreadCoords &c,
+                 sagegpu::SharedTileType type, Value base, Value outer,
+                 Value inner, function_ref<void(Value, Value, Value)> fn) {
+  Type i32 = rw.getI32Type();
+  int64_t elemBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+  auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
+  int64_t swizzle = encoding.getSwizzle();
+  unsigned innerDim = encoding.getInner();
+  int64_t rows = type.getShape()[1 - innerDim];
+  int64_t slabs = type.getShape()[innerDim] * elemBytes / swizzle;
+  Value innerByte = arith::TruncIOp::create(
+      rw, loc, i32,
+      arith::MulIOp::create(
+          rw, loc, inner,
+          arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(elemBytes))));
+  Value outerRow = arith::TruncIOp::create(rw, loc, i32, outer);
+  for (int64_t slab = 0; slab < slabs; ++slab)
+    fn(arith::AddIOp::create(rw, loc, base, c.constant(slab * rows * swizzle)),
+       arith::AddIOp::create(rw, loc, innerByte, c.constant(slab * swizzle)),
+       outerRow);
+}
+
 struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rw) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
-    Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
     sagegpu::SharedTileType type = op.getDest().getType();
-    int64_t elemBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
     Value first = isLeader(c, op);
     Value bar = addressOf(rw, loc, adaptor.getBarrier());
     inlinePtx(rw, loc, Type(), {bar, c.constant(type.getSizeInBytes()), first},
               "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
               "r,r,b");
-    // One box per slab: slab s is `outer` rows of `swizzle` bytes at byte
-    // s * outer * swizzle of the tile, from byte inner * elemBytes + s *
-    // swizzle of the rows.
-    auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
-    int64_t swizzle = encoding.getSwizzle();
-    unsigned innerDim = encoding.getInner();
-    int64_t rows = type.getShape()[1 - innerDim];
-    int64_t slabs = type.getShape()[innerDim] * elemBytes / swizzle;
-    Value innerByte = arith::TruncIOp::create(
-        rw, loc, i32,
-        arith::MulIOp::create(rw, loc, adaptor.getInner(),
-                              arith::ConstantOp::create(
-                                  rw, loc, rw.getI64IntegerAttr(elemBytes))));
-    Value outerRow = arith::TruncIOp::create(rw, loc, i32, adaptor.getOuter());
-    Value dest = addressOf(rw, loc, adaptor.getDest());
-    Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getMap());
-    for (int64_t slab = 0; slab < slabs; ++slab)
-      inlinePtx(rw, loc, Type(),
-                {arith::AddIOp::create(rw, loc, dest,
-                                       c.constant(slab * rows * swizzle)),
-                 mapAddress,
-                 arith::AddIOp::create(rw, loc, innerByte,
-                                       c.constant(slab * swizzle)),
-                 outerRow, bar, first},
-                "@$5 cp.async.bulk.tensor.2d.shared::cluster.global.tile."
-                "mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
-                "r,l,r,r,r,b");
+    Value mapAddress =
+        LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
+    forEachSlab(rw, loc, c, type, addressOf(rw, loc, adaptor.getDest()),
+                adaptor.getOuter(), adaptor.getInner(),
+                [&](Value dest, Value x, Value y) {
+                  inlinePtx(rw, loc, Type(),
+                            {dest, mapAddress, x, y, bar, first},
+                            "@$5 cp.async.bulk.tensor.2d.shared::cluster."
+                            "global.tile.mbarrier::complete_tx::bytes [$0], "
+                            "[$1, {$2, $3}], [$4];",
+                            "r,l,r,r,r,b");
+                });
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct TmaStoreLowering : public OpConversionPattern<sagegpu::TmaStoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::TmaStoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    Value first = isLeader(c, op);
+    Value mapAddress =
+        LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
+    forEachSlab(rw, loc, c, op.getSource().getType(),
+                addressOf(rw, loc, adaptor.getSource()), adaptor.getOuter(),
+                adaptor.getInner(), [&](Value src, Value x, Value y) {
+                  inlinePtx(rw, loc, Type(), {mapAddress, x, y, src, first},
+                            "@$4 cp.async.bulk.tensor.2d.global.shared::cta."
+                            "bulk_group [$0, {$1, $2}], [$3];",
+                            "l,r,r,r,b");
+                });
+    // The tile's bytes are free once the engine has read them (its writes
+    // to global memory complete on their own).
+    inlinePtx(rw, loc, Type(), {first}, "@$0 cp.async.bulk.commit_group;", "b");
+    inlinePtx(rw, loc, Type(), {first}, "@$0 cp.async.bulk.wait_group.read 0;",
+              "b");
     rw.eraseOp(op);
     return success();
   }
@@ -282,8 +320,7 @@ struct MbarrierInvalLowering
 
 void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                                  RewritePatternSet &patterns) {
-  patterns
-      .add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
-           MbarrierWaitLowering, MbarrierArriveLowering, MbarrierInvalLowering>(
-          converter, patterns.getContext());
+  patterns.add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
+               TmaStoreLowering, MbarrierWaitLowering, MbarrierArriveLowering,
+               MbarrierInvalLowering>(converter, patterns.getContext());
 }

@@ -153,8 +153,9 @@ class IRBuilder:
                          f"{pointer.type.mlir} -> {result.mlir}")
 
     def store(self, value: Value, pointer: Value, offsets, strides, bounds,
-              atomic_add: bool) -> None:
+              atomic_add: bool, tma: bool = False) -> None:
         atomic = "atomic_add " if atomic_add else ""
+        atomic += "tma " if tma else ""
         self._op(f"sage.store {atomic}{self._use(value)}, "
                  f"{self._view(pointer, offsets, strides, bounds)} : "
                  f"{value.type.mlir}, {pointer.type.mlir}", results=0)

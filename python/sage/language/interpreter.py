@@ -120,7 +120,7 @@ class Interpreter:
         return convert(tile, result.element)
 
     def store(self, value: Value, pointer: Value, offsets, strides, bounds,
-              atomic_add: bool) -> None:
+              atomic_add: bool, tma: bool = False) -> None:
         try:
             reference.store(pointer.handle.view(), value.handle, _ints(offsets),
                             _ints(strides), _ints(bounds), atomic_add=atomic_add)

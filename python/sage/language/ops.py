@@ -138,11 +138,16 @@ def load(pointer: Value, shape: tuple[int, int], offsets: Sequence[Scalar],
 
 def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
           strides: Sequence[Scalar], bounds: Sequence[Scalar],
-          atomic_add: bool = False) -> None:
+          atomic_add: bool = False, tma: bool = False) -> None:
     """Writes the in-bounds elements of tile ``value`` (``sage.store``).
 
     Addressing as :func:`load`. ``atomic_add=True`` adds each element to
-    memory atomically instead (f32 only).
+    memory atomically instead (f32 only). ``tma=True`` asks for the copy
+    engine: the tile goes to shared memory and one thread has it stored
+    (sm_90a, a view TMA accepts: 16-byte aligned rows and base, unit inner
+    stride); the compiler falls back to plain stores otherwise. It frees the
+    threads' load/store queues (a GEMM's epilogue) at the price of shared
+    memory for the tile. Results are the same.
     """
     pointer = _pointer(pointer, "store's pointer")
     value = tile(value, "the stored value")
@@ -153,7 +158,12 @@ def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
         raise error("atomic_add must be a Python bool")
     if atomic_add and value.dtype != float32:
         raise error(f"atomic_add stores need f32 values, got {value.type.mlir}")
-    backend().store(value, pointer, *_view(offsets, strides, bounds), atomic_add)
+    if not isinstance(tma, bool):
+        raise error("tma must be a Python bool")
+    if tma and atomic_add:
+        raise error("a store is tma or atomic_add, not both: the copy engine writes, it does "
+                    "not add")
+    backend().store(value, pointer, *_view(offsets, strides, bounds), atomic_add, tma)
 
 
 def splat(value: Value | int | float, shape: tuple[int, int]) -> Value:

@@ -27,6 +27,10 @@ SPECIALISED = [GemmTiles(128, 256, 128, 4, 8, warp_specialize=True),
 #: without a producer warpgroup.
 PERSISTENT = [GemmTiles(64, 64, 64, 2, 4, warp_specialize=True, persistent=True),
               GemmTiles(128, 128, 128, 3, 8, persistent=True)]
+#: C stored by the copy engine (int32 C: 64 KB of shared memory for it).
+TMA_STORED = [GemmTiles(128, 128, 128, 3, 8, warp_specialize=True, persistent=True,
+                        tma_store=True),
+              GemmTiles(64, 64, 64, 2, 4, tma_store=True)]
 
 
 def _int8(*shape: int, seed: int) -> torch.Tensor:
@@ -38,16 +42,18 @@ def _exact(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.cpu().long() @ b.cpu().long().T).int()
 
 
-@pytest.mark.parametrize("tiles", [INT8_TILES, *SMALL, *SPECIALISED, *PERSISTENT], ids=str)
+@pytest.mark.parametrize("tiles", [INT8_TILES, *SMALL, *SPECIALISED, *PERSISTENT, *TMA_STORED],
+                         ids=str)
 @pytest.mark.parametrize("m,n,k", [(512, 512, 512), (200, 136, 320), (130, 300, 48),
                                    (64, 64, 0), (256, 256, 4096), (2100, 2304, 256),
-                                   (2100, 2304, 200)])
+                                   (2100, 2304, 200), (130, 130, 64)])
 def test_int8_mm_is_exact(record, tiles, m, n, k):
     a, b = _int8(m, k, seed=m + k), _int8(n, k, seed=n + k + 1)
     got = int8_mm(a, b, tiles=tiles)
     assert got.dtype == torch.int32
     assert torch.equal(got.cpu(), _exact(a, b))
-    ws = (":ws" if tiles.warp_specialize else "") + (":p" if tiles.persistent else "")
+    ws = ((":ws" if tiles.warp_specialize else "") + (":p" if tiles.persistent else "")
+          + (":ts" if tiles.tma_store else ""))
     record(f"gemm_int8_exact[{tiles.block_m}x{tiles.block_n}x{tiles.block_k}:"
            f"{tiles.stages}{ws}:{m}x{n}x{k}]", "exact")
 
@@ -71,13 +77,15 @@ def test_int8_mm_dequantized():
 
 
 HALF_OTHERS = [GemmTiles(128, 256, 64, 4, 8, warp_specialize=True),
-               GemmTiles(128, 256, 64, 3, 8)]
+               GemmTiles(128, 256, 64, 3, 8),
+               GemmTiles(128, 256, 64, 3, 8, warp_specialize=True, persistent=True,
+                         tma_store=True)]
 
 
 @pytest.mark.parametrize("tiles", [HALF_TILES, *HALF_OTHERS], ids=str)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m,n,k", [(512, 512, 512), (200, 136, 320), (1000, 72, 48),
-                                   (64, 64, 0), (384, 512, 8192)])
+                                   (64, 64, 0), (384, 512, 8192), (130, 130, 64)])
 def test_half_mm_matches_torch(record, tiles, dtype, m, n, k):
     gen = torch.Generator().manual_seed(m * n + k)
     a = torch.randn(m, k, generator=gen).to(dtype).cuda()
@@ -91,7 +99,8 @@ def test_half_mm_matches_torch(record, tiles, dtype, m, n, k):
     # f32 accumulation of exact products: rounding grows with the K-loop's length.
     assert error < (1e-6 if k <= 1024 else 2e-5), error
     assert half_mm(a, b, tiles=tiles).dtype == dtype
-    ws = (":ws" if tiles.warp_specialize else "") + (":p" if tiles.persistent else "")
+    ws = ((":ws" if tiles.warp_specialize else "") + (":p" if tiles.persistent else "")
+          + (":ts" if tiles.tma_store else ""))
     record(f"gemm_half_rel_l2[{dtype}{ws}:{m}x{n}x{k}]", error)
 
 

@@ -102,5 +102,28 @@ func.func @unswizzled(%a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, 
   %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #mma>
   return %w : tensor<64x64xi32, #mma>
 }
-}
 
+// sagegpu.tma_store: every thread writes its part of the tile, fences it for
+// the async proxy and meets the others; thread 0 then has the copy engine
+// store both 128-byte slabs (64 rows each, the second from byte 8192 of the
+// tile, 128 bytes further along the rows), commits and waits until the
+// tile has been read.
+// CHECK-LABEL: func.func @store
+// CHECK: st.shared
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0_i32
+// CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
+// CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
+// CHECK-NEXT: "@$0 cp.async.bulk.commit_group;", "b" %[[FIRST]]
+// CHECK-NEXT: "@$0 cp.async.bulk.wait_group.read 0;", "b" %[[FIRST]]
+func.func @store(%c: !sage.ptr<i8>, %n: i64, %t: tensor<64x256xi8, #blocked>,
+                 %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %m = sage.make_tensor_map %c strides [%n, %c1] bounds [%n, %n] box [64, 256] inner 1 swizzle 128 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  %s = sagegpu.local_alloc %t : tensor<64x256xi8, #blocked> -> !sagegpu.smem<64x256xi8, #shared>
+  sagegpu.tma_store %s into %m[%c0, %c0] : !sagegpu.smem<64x256xi8, #shared>
+  return
+}
+}

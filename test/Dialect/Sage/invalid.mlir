@@ -657,3 +657,12 @@ func.func @k(%n: i32) {
   } {sage.num_stages = 0 : i32}
   return
 }
+
+// -----
+
+func.func @f(%t: tensor<64x64xf32>, %p: !sage.ptr<f32>, %n: i64) {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{atomic_add and tma exclude each other}}
+  sage.store atomic_add tma %t, %p[%n, %n] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xf32>, !sage.ptr<f32>
+  return
+}

@@ -355,3 +355,36 @@ func.func @sigma16_pv_mma_sync(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>, %vt: 
   return %o : tensor<64x64xf32>
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// A store marked tma whose view the copy engine can write: the tile goes to
+// a swizzled shared tile (128-byte rows of bf16: swizzle 128) and the copy
+// engine stores it through a tensor map with the tile as its box.
+// CHECK-LABEL: func.func @tma_store
+// CHECK: %[[MAP:.*]] = sage.make_tensor_map %arg1 strides[%arg2, %c1_i64] bounds[%arg3, %arg3] box [64, 64] inner 1 swizzle 128
+// CHECK: %[[STAGED:.*]] = sagegpu.local_alloc %arg0 : tensor<64x64xbf16{{.*}}> -> !sagegpu.smem<64x64xbf16, #shared>
+// CHECK-NEXT: sagegpu.tma_store %[[STAGED]] into %[[MAP]][%arg4, %c0_i64] : !sagegpu.smem<64x64xbf16, #shared>
+// CHECK-NOT: sage.store
+// A view the engine cannot write (rows of unknown alignment) keeps a plain
+// store, without the mark.
+// CHECK-LABEL: func.func @tma_store_fallback
+// CHECK-NOT: sagegpu.tma_store
+// CHECK: sage.store %arg0, %arg1
+// CHECK-NOT: tma
+func.func @tma_store(%t: tensor<64x64xbf16>, %c: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                     %n: i64 {sage.divisibility = 16 : i64}, %m: i64, %row: i64) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  sage.store tma %t, %c[%row, %c0] strides [%n, %c1] bounds [%m, %m] : tensor<64x64xbf16>, !sage.ptr<bf16>
+  return
+}
+func.func @tma_store_fallback(%t: tensor<64x64xbf16>, %c: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                              %n: i64, %m: i64, %row: i64) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  sage.store tma %t, %c[%row, %c0] strides [%n, %c1] bounds [%m, %m] : tensor<64x64xbf16>, !sage.ptr<bf16>
+  return
+}
+}

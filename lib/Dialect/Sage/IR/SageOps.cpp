@@ -137,6 +137,9 @@ LogicalResult StoreOp::verify() {
   if (getAtomicAdd() && !tile.getElementType().isF32())
     return emitOpError() << "atomic_add needs an f32 tile, got "
                          << tile.getElementType();
+  if (getAtomicAdd() && getTma())
+    return emitOpError("atomic_add and tma exclude each other: the copy "
+                       "engine's store writes, it does not add");
   return success();
 }
 

@@ -189,25 +189,35 @@ LogicalResult AsyncCopyOp::verify() {
   return success();
 }
 
-LogicalResult TmaLoadOp::verify() {
-  SharedTileType dest = getDest().getType();
-  auto encoding = dyn_cast_or_null<SharedEncodingAttr>(dest.getEncoding());
+/// A TMA copy's shared tile is swizzled and, when its map is known, the
+/// map's box lands (or is read) as that tile.
+static LogicalResult verifyTmaTile(Operation *op, Value mapValue,
+                                   SharedTileType tile, StringRef copies) {
+  auto encoding = dyn_cast_or_null<SharedEncodingAttr>(tile.getEncoding());
   if (!encoding || encoding.getSwizzle() == 0)
-    return emitOpError() << "copies into a swizzled #sagegpu.shared tile, not "
-                         << dest;
-  auto map = getMap().getDefiningOp<sage::MakeTensorMapOp>();
+    return op->emitOpError()
+           << copies << " a swizzled #sagegpu.shared tile, not " << tile;
+  auto map = mapValue.getDefiningOp<sage::MakeTensorMapOp>();
   if (!map)
     return success();
-  if (map.getBox() != dest.getShape() ||
+  if (map.getBox() != tile.getShape() ||
       map.getInner() != int64_t(encoding.getInner()) ||
       map.getSwizzle() != int64_t(encoding.getSwizzle()) ||
-      map.getPtr().getType().getPointeeType() != dest.getElementType())
-    return emitOpError() << "the map's box [" << map.getBox()[0] << ", "
-                         << map.getBox()[1] << "] of "
-                         << map.getPtr().getType().getPointeeType()
-                         << " (inner " << map.getInner() << ", swizzle "
-                         << map.getSwizzle() << ") does not land as " << dest;
+      map.getPtr().getType().getPointeeType() != tile.getElementType())
+    return op->emitOpError()
+           << "the map's box [" << map.getBox()[0] << ", " << map.getBox()[1]
+           << "] of " << map.getPtr().getType().getPointeeType() << " (inner "
+           << map.getInner() << ", swizzle " << map.getSwizzle()
+           << ") does not land as " << tile;
   return success();
+}
+
+LogicalResult TmaLoadOp::verify() {
+  return verifyTmaTile(*this, getMap(), getDest().getType(), "copies into");
+}
+
+LogicalResult TmaStoreOp::verify() {
+  return verifyTmaTile(*this, getMap(), getSource().getType(), "stores from");
 }
 
 //===----------------------------------------------------------------------===//

@@ -175,9 +175,19 @@ struct Promoter {
   /// global scratch (appending the scratch argument on first use), built
   /// right after the view's last value is defined.
   Value buildTensorMap(LoadOp load, unsigned contract, unsigned swizzle) {
-    OpBuilder b(load);
+    return buildTensorMap(
+        load, load.getPtr(), load.getStrides(), load.getBounds(),
+        load.getResult().getType().getShape(), contract, swizzle);
+  }
+
+  /// The tensor map of the view (`ptr`, `strides`, `bounds`) with a `box`
+  /// box, for an op at `at` (as above).
+  Value buildTensorMap(Operation *at, Value ptr, ValueRange strides,
+                       ValueRange bounds, ArrayRef<int64_t> box,
+                       unsigned contract, unsigned swizzle) {
+    OpBuilder b(at);
     if (!mapScratch) {
-      MLIRContext *ctx = load.getContext();
+      MLIRContext *ctx = at->getContext();
       unsigned index = func.getNumArguments();
       (void)func.insertArgument(index,
                                 PtrType::get(ctx, IntegerType::get(ctx, 8)),
@@ -189,14 +199,51 @@ struct Promoter {
     int64_t slot = bytes ? bytes.getInt() / MakeTensorMapOp::kBytes : 0;
     func->setAttr(SageDialect::kGlobalScratchAttrName,
                   b.getI64IntegerAttr((slot + 1) * MakeTensorMapOp::kBytes));
-    SmallVector<Value> view{load.getPtr(), mapScratch};
-    llvm::append_range(view, load.getStrides());
-    llvm::append_range(view, load.getBounds());
+    SmallVector<Value> view{ptr, mapScratch};
+    llvm::append_range(view, strides);
+    llvm::append_range(view, bounds);
     setInsertionAfterAll(b, view);
     return MakeTensorMapOp::create(
-        b, load.getLoc(), TensorMapType::get(load.getContext()), load.getPtr(),
-        load.getStrides(), load.getBounds(), mapScratch,
-        load.getResult().getType().getShape(), contract, swizzle, slot);
+        b, at->getLoc(), TensorMapType::get(at->getContext()), ptr, strides,
+        bounds, mapScratch, box, contract, swizzle, slot);
+  }
+
+  /// A `sage.store ... tma` whose view the copy engine can write (a kernel
+  /// on a TMA target, a unit-stride inner dimension, 16-byte aligned base
+  /// and rows, a box of whole swizzle widths) becomes a store of the tile
+  /// into a swizzled shared tile and a `sagegpu.tma_store` of it; any other
+  /// loses the hint and stays a plain store.
+  void storeWithTma(StoreOp store) {
+    store.setTma(false);
+    RankedTensorType tile = store.getValue().getType();
+    int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+    APInt unit;
+    if (!tma || !kernel || elemBytes == 0 ||
+        !matchPattern(store.getStrides()[1], m_ConstantInt(&unit)) ||
+        unit != 1 || knownAlignment(store.getPtr()) < kCopyBytes ||
+        knownDivisor(store.getStrides()[0]) * elemBytes < kCopyBytes)
+      return;
+    unsigned swizzle = layout::widestSwizzle(tile.getDimSize(1) * elemBytes,
+                                             tile.getDimSize(0));
+    if (swizzle == 0 ||
+        !MakeTensorMapOp::isValidBox(tile.getShape(), /*inner=*/1,
+                                     tile.getElementType(), swizzle))
+      return;
+    MLIRContext *ctx = store.getContext();
+    auto type = SharedTileType::get(
+        ctx, tile.getShape(), tile.getElementType(),
+        SharedEncodingAttr::get(ctx, swizzle, tile.getElementTypeBitWidth(),
+                                /*inner=*/1));
+    Value map = buildTensorMap(store, store.getPtr(), store.getStrides(),
+                               store.getBounds(), tile.getShape(),
+                               /*contract=*/1, swizzle);
+    OpBuilder b(store);
+    Location loc = store.getLoc();
+    Value staged =
+        LocalAllocOp::create(b, loc, type, store.getValue(), IntegerAttr());
+    TmaStoreOp::create(b, loc, map, store.getOffsets()[0],
+                       store.getOffsets()[1], staged);
+    store.erase();
   }
 
   /// `operand` of `matmul`, contracted along `contract`, as a K-major
@@ -498,6 +545,13 @@ struct PromoteOperandsPass
           promote(cast<MatmulOp>(op), promoter);
       }
       promoter.settleWaits();
+      SmallVector<StoreOp> stores;
+      func.walk([&](StoreOp store) {
+        if (store.getTma())
+          stores.push_back(store);
+      });
+      for (StoreOp store : stores)
+        promoter.storeWithTma(store);
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -35,7 +35,7 @@ def grouped_tile(tile, M, N, BLOCK_M: int, BLOCK_N: int, GROUP_M: int):
 def gemm(a, b, c, a_scale, b_scale, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
          BLOCK_K: sl.constexpr, STAGES: sl.constexpr = 3, GROUP_M: sl.constexpr = 8,
          DEQUANT: sl.constexpr = False, WARP_SPECIALIZE: sl.constexpr = False,
-         PERSISTENT: sl.constexpr = False):
+         PERSISTENT: sl.constexpr = False, TMA_STORE: sl.constexpr = False):
     """C = A B^T from A (M x K) and B (N x K), both int8 or both f16/bf16.
 
     int8 accumulates exactly in int32: without DEQUANT c is int32 (K <=
@@ -48,7 +48,9 @@ def gemm(a, b, c, a_scale, b_scale, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.
     Grid: cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs, one C tile each; with
     PERSISTENT any number of programs, program p taking tiles p, p + grid,
     ... (with WARP_SPECIALIZE the producer then loads the next tile while
-    the consumers store this one).
+    the consumers store this one). TMA_STORE stores C through shared memory
+    by the copy engine (``sl.store(..., tma=True)``: a BLOCK_M x BLOCK_N tile
+    of shared memory on top of the stages).
     """
     pid = sl.program_id(0)
     tiles = ((M + BLOCK_M - 1) // BLOCK_M) * ((N + BLOCK_N - 1) // BLOCK_N)
@@ -65,4 +67,4 @@ def gemm(a, b, c, a_scale, b_scale, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.
             sa = sl.load(a_scale, (BLOCK_M, 1), (row, 0), (1, 0), (M, 1))
             sb = sl.load(b_scale, (1, BLOCK_N), (0, col), (0, 1), (1, N))
             acc = acc.to(sl.float32) * sa * sb
-        sl.store(c, acc.to(c.dtype.element), (row, col), (N, 1), (M, N))
+        sl.store(c, acc.to(c.dtype.element), (row, col), (N, 1), (M, N), tma=TMA_STORE)

@@ -29,7 +29,8 @@ class GemmTiles:
     whether the loop's copies get a producer warpgroup (only where the
     operands allow TMA copies: K a multiple of 16, 16-byte aligned bases;
     else the plan runs without one) and whether one program per SM walks the
-    tiles (``persistent``)."""
+    tiles (``persistent``), and whether C is stored by the copy engine
+    through shared memory (``tma_store``)."""
 
     block_m: int
     block_n: int
@@ -39,13 +40,15 @@ class GemmTiles:
     group_m: int = 8
     warp_specialize: bool = False
     persistent: bool = False
+    tma_store: bool = False
 
     def constexprs(self) -> dict[str, int | bool]:
         """The kernels' block, stage, group, warp-specialisation and
         persistence constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
                 "STAGES": self.stages, "GROUP_M": self.group_m,
-                "WARP_SPECIALIZE": self.warp_specialize, "PERSISTENT": self.persistent}
+                "WARP_SPECIALIZE": self.warp_specialize, "PERSISTENT": self.persistent,
+                "TMA_STORE": self.tma_store}
 
     def grid(self, m: int, n: int, sms: int = 0) -> tuple[int]:
         """One program per C tile, or, ``persistent``, at most one per SM
@@ -68,8 +71,13 @@ class GemmTiles:
 #: 1.01-1.05x the same tiles without producer and persistence (INT8) and
 #: 1.00-1.06x (bf16), bench/results/2026-11-25-h100-gemm-ws.md.
 INT8_TILES = GemmTiles(128, 256, 128, 4, 8, warp_specialize=True, persistent=True)
-#: The same tile for 16-bit operands: 64 elements (128 bytes) of K a stage.
-HALF_TILES = GemmTiles(128, 256, 64, 4, 8, warp_specialize=True, persistent=True)
+#: The same tile for 16-bit operands, 64 elements (128 bytes) of K a stage,
+#: 3 stages and C stored by the copy engine (a 64 KB C tile; f32 C stores
+#: without it), persistent but without a producer warpgroup: on the H100
+#: 0.93-0.98x cuBLAS where the producer plan with TMA stores was 0.91-1.00x
+#: and 4 stages without them 0.84-0.93x
+#: (bench/results/2026-11-25-h100-gemm-tma-store.md).
+HALF_TILES = GemmTiles(128, 256, 64, 3, 8, persistent=True, tma_store=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,15 +85,38 @@ def _sm_count(device: int) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _launch(tiles: GemmTiles, a: torch.Tensor, b: torch.Tensor, m: int, n: int,
-            k: int) -> tuple[tuple[int], dict[str, int | bool]]:
+@functools.lru_cache(maxsize=None)
+def _shared_memory(device: int) -> int:
+    return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
+
+
+#: Shared memory a plan uses beyond its tiles (mbarriers, tensor-map staging).
+_SHARED_SLACK = 2048
+
+
+def shared_bytes(tiles: GemmTiles, in_bytes: int, out_bytes: int) -> int:
+    """An upper bound of the shared memory ``tiles`` takes with operands of
+    ``in_bytes`` and C of ``out_bytes`` per element: the stages' A and B
+    tiles, the C tile when the copy engine stores it, and some slack."""
+    stage = (tiles.block_m + tiles.block_n) * tiles.block_k * in_bytes
+    c_tile = tiles.block_m * tiles.block_n * out_bytes if tiles.tma_store else 0
+    return tiles.stages * stage + c_tile + _SHARED_SLACK
+
+
+def _launch(tiles: GemmTiles, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+            m: int, n: int, k: int) -> tuple[tuple[int], dict[str, int | bool]]:
     """The grid and constexprs of ``tiles`` for these operands. A producer
     warpgroup issues TMA copies, which need 16-byte aligned rows and bases
     (K a multiple of 16, as the JIT specialises it): other operands run the
     plan without warp specialisation (the loop pipelined by cp.async), with
-    the same result."""
+    the same result. A C tile that does not fit in shared memory beside the
+    stages (f32 or int32 C at large tiles) is stored without the copy
+    engine."""
     if tiles.warp_specialize and (k % 16 or a.data_ptr() % 16 or b.data_ptr() % 16):
         tiles = replace(tiles, warp_specialize=False)
+    if tiles.tma_store and shared_bytes(tiles, a.element_size(), out.element_size()) > \
+            _shared_memory(a.device.index):
+        tiles = replace(tiles, tma_store=False)
     grid = tiles.grid(m, n, _sm_count(a.device.index) if tiles.persistent else 0)
     return grid, tiles.constexprs()
 
@@ -132,7 +163,7 @@ def int8_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = Non
             raise ValueError("without scales the result is int32")
         out = torch.empty((m, n), dtype=torch.int32, device=a.device)
         a_scale = b_scale = out  # not read without DEQUANT
-    grid, constexprs = _launch(tiles, a, b, m, n, k)
+    grid, constexprs = _launch(tiles, a, b, out, m, n, k)
     GEMM[grid](a, b, out, a_scale, b_scale, m, n, k, **constexprs, DEQUANT=dequant,
                num_warps=tiles.num_warps)
     return out
@@ -147,6 +178,6 @@ def half_mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = No
     n = b.shape[0]
     out = torch.empty((m, n), dtype=out_dtype or a.dtype, device=a.device)
     # The scales are not read without DEQUANT.
-    grid, constexprs = _launch(tiles, a, b, m, n, k)
+    grid, constexprs = _launch(tiles, a, b, out, m, n, k)
     GEMM[grid](a, b, out, out, out, m, n, k, **constexprs, num_warps=tiles.num_warps)
     return out

@@ -151,13 +151,17 @@ def Sage_StoreOp : Sage_Op<"store", [AttrSizedOperandSegments,
     bounds rule as `sage.load`); the others are dropped. With `atomic_add`
     each element is added atomically to memory instead (f32 only), which is
     how programs that share an output (dQ in the backward) combine results.
+    With `tma` the tile is written to shared memory and the copy engine
+    stores it (`sagegpu.tma_store`), where the target and the view allow it
+    (`sagegpu-promote-operands`); otherwise, and in the interpreter, it is a
+    plain store. The result is the same either way.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_AnyTile:$value, Sage_PtrType:$ptr,
                    Variadic<I64>:$offsets, Variadic<I64>:$strides,
-                   Variadic<I64>:$bounds, UnitAttr:$atomic_add);
+                   Variadic<I64>:$bounds, UnitAttr:$atomic_add, UnitAttr:$tma);
   let assemblyFormat = [{
-    (`atomic_add` $atomic_add^)? $value `,` $ptr `[` $offsets `]`
+    (`atomic_add` $atomic_add^)? (`tma` $tma^)? $value `,` $ptr `[` $offsets `]`
     `strides` `[` $strides `]` `bounds` `[` $bounds `]`
     attr-dict `:` type($value) `,` qualified(type($ptr))
   }];

@@ -226,6 +226,29 @@ def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
   }];
 }
 
+def SageGPU_TmaStoreOp : SageGPU_Op<"tma_store", [
+    MemoryEffects<[MemRead<SageGPU_SharedResource>, MemWrite]>]> {
+  let summary = "the copy engine stores a shared tile to the box of a tensor map";
+  let description = [{
+    One thread asks the copy engine to write `source` to the box of `map` at
+    (`outer`, `inner`), one copy per swizzle-wide slab of the inner
+    dimension (`cp.async.bulk.tensor ... .bulk_group`), commits them and
+    waits until the engine has read `source` (`cp.async.bulk.wait_group.read
+    0`): after the op its bytes may be written again (after a barrier, for
+    the other threads; `sagegpu-insert-barriers` counts the read here and
+    puts a fenced barrier between the threads' writes of `source` and the
+    op). Elements of the box outside the tensor are not written. The map's
+    box is the tile, as for `sagegpu.tma_load`.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_TensorMapType:$map, I64:$outer, I64:$inner,
+                   SageGPU_SharedTile:$source);
+  let assemblyFormat = [{
+    $source `into` $map `[` $outer `,` $inner `]` attr-dict `:`
+    qualified(type($source))
+  }];
+}
+
 def SageGPU_BarrierOp : SageGPU_Op<"barrier"> {
   let summary = "the threads of the program, or of its warp role, meet";
   let description = [{

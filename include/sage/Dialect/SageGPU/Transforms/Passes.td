@@ -50,6 +50,13 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
       per-token scales must run along a row) broadcast and multiplied, then
       the accumulator operand added.
 
+    A `sage.store` marked `tma` whose view the copy engine can write (a
+    kernel on a TMA target, the inner dimension of unit stride, 16-byte
+    aligned base and rows, a box of whole swizzle widths of at most 256
+    rows) becomes a swizzled shared tile filled from the registers
+    (`sagegpu.local_alloc`) and a `sagegpu.tma_store` of it through a tensor
+    map; any other loses the mark and stays a plain store.
+
     On wgmma the dot is asynchronous: `sagegpu.dot_wait {pendings = 0}` and
     the epilogue go right before the first op of the matmul's block that
     uses its result (itself or inside its regions), or before the block's
