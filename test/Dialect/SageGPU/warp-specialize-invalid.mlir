@@ -131,3 +131,21 @@ func.func @carried_row(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32, sage.maxnreg = 128 : i32} {
+func.func @capped(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{in a kernel with a register cap (sage.maxnreg)}}
+  scf.for %j = %c0 to %k step %c128 : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %t = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    sage.store %t, %a[%c0l, %c0l] strides [%n, %c1] bounds [%n, %n] : tensor<64x128xi8>, !sage.ptr<i8>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
+  return
+}
+}

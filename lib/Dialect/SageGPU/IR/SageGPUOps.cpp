@@ -368,7 +368,7 @@ LogicalResult WarpSpecializeOp::verify() {
   if (!parent || !isa<FunctionOpInterface>(parent))
     return emitOpError("must be directly in a function body: it splits the "
                        "whole program into two warp roles");
-  if (!isa<func::ReturnOp>((*this)->getNextNode()))
+  if (!isa_and_nonnull<func::ReturnOp>((*this)->getNextNode()))
     return emitOpError("must be the last op of its function before the "
                        "return: the roles do not meet again");
   for (int64_t regs :

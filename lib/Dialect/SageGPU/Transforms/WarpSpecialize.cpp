@@ -374,6 +374,13 @@ struct WarpSpecializePass
       });
       if (marked.empty())
         return;
+      if (SageDialect::getMaxnreg(func->getParentOfType<ModuleOp>())) {
+        marked.front().emitOpError(
+            "marked sage.warp_specialize in a kernel with a register cap "
+            "(sage.maxnreg): the roles' registers are set by setmaxnreg, drop "
+            "the launch's maxnreg");
+        return signalPassFailure();
+      }
       if (marked.size() > 1) {
         marked[1].emitOpError("is a second loop marked sage.warp_specialize "
                               "in its kernel: one loop has the producer");
