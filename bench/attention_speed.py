@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
+from common import AttentionCase  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py)
 from timing import torch  # noqa: E402  (None without torch: the CPU tests import the rest)
 
@@ -43,23 +44,7 @@ PROVIDER_LABELS = {"sage": "sage", "cudnn": "cuDNN", "flash": "flash"}
 PASS_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 
 
-@dataclass(frozen=True)
-class SpeedCase:
-    """One attention shape: q, k, v (batch, heads, n, d), bf16."""
-
-    n: int
-    d: int
-    causal: bool
-    batch: int = 4
-    heads: int = 32
-
-    @property
-    def name(self) -> str:
-        """E.g. ``d128-n4096-causal`` (what ``--cases`` matches)."""
-        return f"d{self.d}-n{self.n}-{'causal' if self.causal else 'full'}"
-
-
-def attention_flops(case: SpeedCase, pass_name: str) -> float:
+def attention_flops(case: AttentionCase, pass_name: str) -> float:
     """FlashAttention's FLOP count of ``pass_name`` ("fwd", "bwd", "fwdbwd") for ``case``."""
     forward = 4.0 * case.batch * case.heads * case.n * case.n * case.d
     if case.causal:
@@ -67,22 +52,22 @@ def attention_flops(case: SpeedCase, pass_name: str) -> float:
     return forward * PASS_FLOP_FACTOR[pass_name]
 
 
-def tflops(case: SpeedCase, pass_name: str, ms: float | None) -> float | None:
+def tflops(case: AttentionCase, pass_name: str, ms: float | None) -> float | None:
     """Achieved TFLOP/s of a pass that took ``ms`` milliseconds (None if not measured)."""
     if not ms:
         return None
     return attention_flops(case, pass_name) / (ms * 1e-3) / 1e12
 
 
-def speed_cases(quick: bool = False) -> list[SpeedCase]:
+def speed_cases(quick: bool = False) -> list[AttentionCase]:
     """The issue's grid, smallest N first (so larger ones can be projected)."""
     lengths = (1024, 4096) if quick else (1024, 4096, 16384)
     dims = (128,) if quick else (64, 128)
-    return [SpeedCase(n, d, causal) for n in lengths for d in dims for causal in (False, True)]
+    return [AttentionCase(n, d, causal) for n in lengths for d in dims for causal in (False, True)]
 
 
 def project_ms(history: dict[tuple[str, int, bool, str], tuple[int, float]],
-               provider: str, case: SpeedCase, pass_name: str) -> float | None:
+               provider: str, case: AttentionCase, pass_name: str) -> float | None:
     """A time for (provider, case, pass) scaled by N^2 from the largest smaller N measured
     with the same provider, D, causality and pass; None if there is none."""
     seen = history.get((provider, case.d, case.causal, pass_name))
@@ -120,7 +105,7 @@ def pass_fn(pass_name: str, forward: Callable[[], Any], inputs: tuple[Any, ...],
     return lambda: torch.autograd.grad(o, inputs, do, retain_graph=True)
 
 
-def sanity(q: Any, k: Any, v: Any, do: Any, case: SpeedCase,
+def sanity(q: Any, k: Any, v: Any, do: Any, case: AttentionCase,
            providers: Sequence[str]) -> dict[str, Any]:
     """Relative L2 of sage's O, dQ, dK, dV against the first SDPA backend that runs
     (a check that the timed kernels compute attention, not an accuracy report)."""
@@ -147,7 +132,7 @@ def sanity(q: Any, k: Any, v: Any, do: Any, case: SpeedCase,
     return results
 
 
-def run_case(case: SpeedCase, options: argparse.Namespace, timer: timing.Timer,
+def run_case(case: AttentionCase, options: argparse.Namespace, timer: timing.Timer,
              budget: common.Budget, history: dict[tuple[str, int, bool, str], tuple[int, float]],
              log: Callable[[str], None]) -> dict[str, Any]:
     """All providers and passes of one case."""
@@ -198,7 +183,7 @@ def run_case(case: SpeedCase, options: argparse.Namespace, timer: timing.Timer,
     return row
 
 
-def derive_backward(entry: dict[str, Any], case: SpeedCase) -> None:
+def derive_backward(entry: dict[str, Any], case: AttentionCase) -> None:
     """If the backward alone could not be timed (e.g. a second backward through a
     retained graph is refused) but forward and forward+backward were, record
     fwd+bwd - fwd as the backward, marked ``derived``."""
@@ -231,7 +216,7 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
         headers += [f"sage/{PROVIDER_LABELS[p]}" for p in others]
     table = []
     for row in rows:
-        case = SpeedCase(row["n"], row["d"], row["causal"], row["batch"], row["heads"])
+        case = AttentionCase(row["n"], row["d"], row["causal"], row["batch"], row["heads"])
         for pass_name in passes:
             results = {p: row["providers"].get(p, {}).get(pass_name) for p in providers}
             ms = {p: (r or {}).get("ms") for p, r in results.items()}
@@ -291,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "flop_convention": "fwd 4BHN^2D (causal /2), bwd 2.5x, "
                                                   "fwdbwd 3.5x", "rows": []}
 
-    def start(timer: timing.Timer) -> Callable[[SpeedCase], dict[str, Any]]:
+    def start(timer: timing.Timer) -> Callable[[AttentionCase], dict[str, Any]]:
         """The runner of one case; N^2 projections are kept across cases."""
         history: dict[tuple[str, int, bool, str], tuple[int, float]] = {}
         return lambda case: run_case(case, options, timer, budget, history, common.log)

@@ -89,6 +89,23 @@ def split_patterns(text: str | None) -> list[str]:
 
 
 @dataclass(frozen=True)
+class AttentionCase:
+    """One attention shape: q, k, v (batch, heads, n, d), bf16 (the attention
+    speed scripts' cases: bench/attention_speed.py, bench/flash_speed.py)."""
+
+    n: int
+    d: int
+    causal: bool
+    batch: int = 4
+    heads: int = 32
+
+    @property
+    def name(self) -> str:
+        """E.g. ``d128-n4096-causal`` (what ``--cases`` matches)."""
+        return f"d{self.d}-n{self.n}-{'causal' if self.causal else 'full'}"
+
+
+@dataclass(frozen=True)
 class Variant:
     """A provider at a tile plan (``tiles`` None: its default plan), as the speed
     scripts that compare plans time it (bench/gemm_speed.py, bench/flash_speed.py)."""

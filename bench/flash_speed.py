@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
 import timing  # noqa: E402  (bench/timing.py)
-from common import Variant  # noqa: E402  (a provider at a tile plan)
+from common import AttentionCase, Variant  # noqa: E402  (a shape; a provider at a plan)
 from timing import torch  # noqa: E402  (None without torch: the CPU tests import the rest)
 
 common.add_python_path()
@@ -74,19 +74,9 @@ REF_HEADS = 4
 
 
 @dataclass(frozen=True)
-class FlashCase:
-    """One shape: q, k, v (batch, heads, n, d), bf16."""
-
-    n: int
-    d: int
-    causal: bool
-    batch: int = 4
-    heads: int = 32
-
-    @property
-    def name(self) -> str:
-        """E.g. ``d128-n8192-causal`` (what ``--cases`` matches)."""
-        return f"d{self.d}-n{self.n}-{'causal' if self.causal else 'full'}"
+class FlashCase(AttentionCase):
+    """One shape (bench/common.py), with its forward's flops and whether the
+    issue's bar is judged at it."""
 
     @property
     def flops(self) -> float:

@@ -16,12 +16,12 @@ timing = load_bench("timing")
 
 
 def test_flops_follow_flash_attention():
-    case = speed.SpeedCase(n=4096, d=128, causal=False)
+    case = speed.AttentionCase(n=4096, d=128, causal=False)
     forward = 4 * 4 * 32 * 4096 ** 2 * 128
     assert speed.attention_flops(case, "fwd") == forward
     assert speed.attention_flops(case, "bwd") == 2.5 * forward
     assert speed.attention_flops(case, "fwdbwd") == 3.5 * forward
-    causal = speed.SpeedCase(n=4096, d=128, causal=True)
+    causal = speed.AttentionCase(n=4096, d=128, causal=True)
     assert speed.attention_flops(causal, "fwd") == forward / 2
     assert speed.tflops(case, "fwd", 1.0) == pytest.approx(forward / 1e-3 / 1e12)
     assert speed.tflops(case, "fwd", None) is None
@@ -39,7 +39,7 @@ def test_cases_grid_and_filter():
 
 
 def test_projection_and_ratio():
-    case = speed.SpeedCase(n=4096, d=64, causal=True)
+    case = speed.AttentionCase(n=4096, d=64, causal=True)
     history = {("sage", 64, True, "bwd"): (1024, 2.0)}
     assert speed.project_ms(history, "sage", case, "bwd") == pytest.approx(32.0)
     assert speed.project_ms(history, "sage", case, "fwd") is None
@@ -205,7 +205,7 @@ def test_report_header():
 
 
 def test_derived_backward_and_render():
-    case = speed.SpeedCase(n=1024, d=64, causal=False)
+    case = speed.AttentionCase(n=1024, d=64, causal=False)
     entry = {"fwd": {"ms": 1.0}, "bwd": {"error": "RuntimeError: freed"},
              "fwdbwd": {"ms": 3.5}}
     speed.derive_backward(entry, case)
