@@ -358,8 +358,9 @@ LogicalResult DotWaitOp::verify() {
   return success();
 }
 
-int64_t WarpSpecializeOp::getConsumerThreads() {
-  auto module = (*this)->getParentOfType<ModuleOp>();
+int64_t WarpSpecializeOp::getConsumerThreadsOf(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   return int64_t(module ? sage::SageDialect::getNumWarps(module) : 4) * 32;
 }
 

@@ -82,6 +82,14 @@ bool copyCanMoveToUser(LoadOp load, Operation *user) {
 
 /// The matmul `load` feeds and which of its dimensions is contracted, when
 /// the tile can be copied straight to shared memory 16 bytes at a time.
+/// Whether the rows of a view at `ptr`, `rowStride` elements of
+/// `elemBytes` apart, start at 16-byte boundaries (the base and the row
+/// pitch are proven multiples): what the asynchronous copies need.
+bool hasAlignedRows(Value ptr, Value rowStride, int64_t elemBytes) {
+  return knownAlignment(ptr) >= kCopyBytes &&
+         knownDivisor(rowStride) * elemBytes >= kCopyBytes;
+}
+
 struct CopyUse {
   Operation *matmul;
   unsigned operand; // 0 for A
@@ -103,8 +111,7 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load) {
   bool ok =
       matchPattern(load.getStrides()[*contract], m_ConstantInt(&stride)) &&
       stride == 1 && tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
-      knownAlignment(load.getPtr()) >= kCopyBytes &&
-      knownDivisor(load.getStrides()[other]) * elemBytes >= kCopyBytes &&
+      hasAlignedRows(load.getPtr(), load.getStrides()[other], elemBytes) &&
       knownDivisor(load.getOffsets()[*contract]) * elemBytes >= kCopyBytes;
   if (!ok)
     return std::nullopt;
@@ -220,8 +227,8 @@ struct Promoter {
     APInt unit;
     if (!tma || !kernel || elemBytes == 0 ||
         !matchPattern(store.getStrides()[1], m_ConstantInt(&unit)) ||
-        unit != 1 || knownAlignment(store.getPtr()) < kCopyBytes ||
-        knownDivisor(store.getStrides()[0]) * elemBytes < kCopyBytes)
+        unit != 1 ||
+        !hasAlignedRows(store.getPtr(), store.getStrides()[0], elemBytes))
       return;
     unsigned swizzle = layout::widestSwizzle(tile.getDimSize(1) * elemBytes,
                                              tile.getDimSize(0));

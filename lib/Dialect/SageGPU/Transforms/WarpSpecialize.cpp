@@ -166,9 +166,7 @@ struct Specializer {
       return loop.emitOpError("marked sage.warp_specialize needs "
                               "sage.num_stages >= 2 (the slots the producer "
                               "fills ahead)");
-    int64_t consumerThreads =
-        int64_t(SageDialect::getNumWarps(func->getParentOfType<ModuleOp>())) *
-        32;
+    int64_t consumerThreads = WarpSpecializeOp::getConsumerThreadsOf(func);
     if (consumerThreads % WarpSpecializeOp::kProducerThreads != 0)
       return loop.emitOpError()
              << "marked sage.warp_specialize needs whole consumer "

@@ -43,16 +43,11 @@ Grid: (ceil(N / BLOCK_M), H, B). BLOCK_M is 64 rows per warpgroup (wgmma):
 from __future__ import annotations
 
 import sage.language as sl
+from sage.kernels.strided import head_base, kv_head_of, load_strided_rows, store_strided_rows
 
 #: ln(2): the kernel's row statistics are in base 2 (log2 e folded into the
 #: scale of the logits); LSE is stored in natural-log units.
 LN2 = 0.6931471805599453
-
-
-def head_base(ptr, batch, head, stride_b, stride_h):
-    """Pointer to the (rows, D) slice (batch, head) of a strided token tensor
-    (offsets in i64: a whole tensor may pass 2^31 elements)."""
-    return ptr + batch.to(sl.int64) * stride_b + head.to(sl.int64) * stride_h
 
 
 def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
@@ -76,16 +71,16 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
         # short programs fill the last wave instead of the long ones.
         block = sl.num_programs(0) - 1 - block
     row = block * BLOCK_M
-    kv_head = head // GROUP  # GROUP is a constexpr: a multiply, not a division
+    kv_head = kv_head_of(head, GROUP)
     q_base = head_base(q, batch, head, stride_qb, stride_qh)
     k_base = head_base(k, batch, kv_head, stride_kb, stride_kh)
     v_base = head_base(v, batch, kv_head, stride_vb, stride_vh)
     # Loaded once; rows past N read 0 (finite logits, never stored).
-    qt = sl.load(q_base, (BLOCK_M, D), (row, 0), (stride_qn, 1), (N, D))
+    qt = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D)
 
     def attend(col, m, l, acc, MASKED: bool):
         """One key block: S = Q Kᵀ, the online softmax, O = O * alpha + P V."""
-        kt = sl.load(k_base, (BLOCK_N, D), (col, 0), (stride_kn, 1), (N_KV, D))
+        kt = load_strided_rows(k_base, col, N_KV, stride_kn, BLOCK_N, D)
         s = sl.matmul(qt, kt, contract=(1, 1))
         # V after S's matmul is issued: read through registers (V as it is),
         # its load then runs under that matmul; a TMA copy of Vᵀ is issued by
@@ -93,7 +88,7 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
         if TRANSPOSED_V:
             vt = sl.load(v_base, (D, BLOCK_N), (0, col), (stride_vn, 1), (D, N_KV))
         else:
-            vt = sl.load(v_base, (BLOCK_N, D), (col, 0), (stride_vn, 1), (N_KV, D))
+            vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
         t = s * qk_scale
         if MASKED:
             # Masked after scaling, so any sign of the scale keeps -inf.
@@ -131,8 +126,8 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     # Every row sees key 0 (Nkv >= 1), so l > 0: one reciprocal per row and a
     # multiply per element instead of a division per element.
     out = acc * (1.0 / l)
-    sl.store(head_base(o, batch, head, stride_ob, stride_oh), out.to(o.dtype.element),
-             (row, 0), (stride_on, 1), (N, D))
+    store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),
+                       out.to(o.dtype.element), row, N, stride_on, D)
     if STORE_LSE:
         bh = batch.to(sl.int64) * sl.num_programs(1) + head
         sl.store(lse + bh * N, (m + sl.log2(l)) * LN2, (row, 0), (1, 0), (N, 1))

@@ -24,7 +24,6 @@ FLASH = jit(flash_forward, strided=("q", "k", "v", "o"))
 
 #: log2(e): the kernel's softmax runs in base 2.
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 #: Grid axes 1 and 2 (heads, batch) hold at most this many programs.
 MAX_GRID_YZ = 65535
@@ -94,6 +93,8 @@ class FlashTiles:
 #: sm_90a gives 154-157 registers (D=64) and 199-205 (D=128), no spills.
 #: With V as it is (``transpose_v=False``): 211-215 and 255, no spills.
 TILES = {64: FlashTiles(128, 128, 2, 8), 128: FlashTiles(128, 128, 2, 8)}
+#: The head dimensions the entry point takes: those with a plan.
+HEAD_DIMS = tuple(TILES)
 
 
 def default_tiles(head_dim: int) -> FlashTiles:

@@ -23,6 +23,10 @@ tensors do not overflow i32.
 from __future__ import annotations
 
 import sage.language as sl
+# The strided-view helpers are the attention kernels' common ones; the SageBwd
+# kernels import them from here with the rest.
+from sage.kernels.strided import (head_base, kv_head_of, load_strided_rows,  # noqa: F401
+                                  store_strided_rows)
 
 
 def cdiv(n, block: int):
@@ -59,29 +63,6 @@ def program_head(heads, axis: int = 1):
     batch = sl.program_id(axis + 1)
     head = sl.program_id(axis)
     return batch, head, batch * heads + head
-
-
-def kv_head_of(head, GROUP: int):
-    """The kv head that query head ``head`` (of one batch) reads (GQA/MQA):
-    ``GROUP`` = heads / kv heads is a constexpr, so the division is a
-    multiply."""
-    return head // GROUP
-
-
-def head_base(ptr, batch, head, stride_b, stride_h):
-    """Pointer to the ``(rows, D)`` slice ``(batch, head)`` of a strided token tensor."""
-    return ptr + batch.to(sl.int64) * stride_b + head.to(sl.int64) * stride_h
-
-
-def load_strided_rows(base, row, rows, stride_n, BLOCK: int, D: int):
-    """The ``BLOCK x D`` tile at ``row`` of a strided slice (see :func:`head_base`;
-    0 past ``rows``)."""
-    return sl.load(base, (BLOCK, D), (row, 0), (stride_n, 1), (rows, D))
-
-
-def store_strided_rows(base, tile, row, rows, stride_n, D: int) -> None:
-    """Writes a ``BLOCK x D`` tile at ``row`` of a strided slice."""
-    sl.store(base, tile, (row, 0), (stride_n, 1), (rows, D))
 
 
 def slice_of(ptr, bh, rows, width):

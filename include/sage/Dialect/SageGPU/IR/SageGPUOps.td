@@ -408,7 +408,10 @@ def SageGPU_WarpSpecializeOp : SageGPU_Op<"warp_specialize", [
     /// The producer is one warpgroup (setmaxnreg works on warpgroups).
     static constexpr int64_t kProducerThreads = 128;
     /// The threads of the consumer warpgroups: the program's warps.
-    int64_t getConsumerThreads();
+    int64_t getConsumerThreads() { return getConsumerThreadsOf(*this); }
+    /// The consumer threads of a warp-specialised kernel holding `op`:
+    /// 32 x the module's sage.num_warps.
+    static int64_t getConsumerThreadsOf(::mlir::Operation *op);
   }];
 }
 
