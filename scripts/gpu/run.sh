@@ -18,6 +18,9 @@
 #               and flash SDPA, B4 H32 N8K D128; extra arguments in SAGE_FLASH_ARGS)
 #     gemm-profile  Nsight Compute on the sage bf16 GEMM and cuBLAS at 4096^3 (bench/gemm_profile.py):
 #               tensor-pipe use, L2 / DRAM throughput, stall reasons side by side
+#     flash-profile  Nsight Compute on the sage FlashAttention forward and cuDNN's at B4 H32 N8K
+#               D128 (bench/flash_profile.py; SAGE_FLASH_PROFILE_ARGS): pipes, issue, stall
+#               reasons, and the stall samples per SASS instruction
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
 #               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
@@ -108,6 +111,19 @@ for stage in "${stages[@]}"; do
       ncu -i /tmp/gemm-profile.ncu-rep --page details --print-details all \
         > "$OUT/gemm-profile.txt" 2>&1
       ls -l "$OUT/gemm-profile.txt" ;;
+    flash-profile)
+      # Attention kernels 0-1 warm up (sage compiles); 2 is sage's forward, 3 cuDNN's.
+      # shellcheck disable=SC2086
+      ncu -k regex:"flash_forward|sdpa|fmha" --launch-skip 2 --launch-count 2 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
+        --section WarpStateStats --section InstructionStats --section SourceCounters \
+        --section LaunchStats --section Occupancy -f -o /tmp/flash-profile \
+        python3 bench/flash_profile.py ${SAGE_FLASH_PROFILE_ARGS:-} 2>&1 | tail -n 3
+      ncu -i /tmp/flash-profile.ncu-rep --page details --print-details all \
+        > "$OUT/flash-profile.txt" 2>&1
+      ncu -i /tmp/flash-profile.ncu-rep -k regex:flash_forward --page source --print-source sass \
+        --csv > "$OUT/flash-profile-sass.csv" 2>&1
+      ls -l "$OUT/flash-profile.txt" "$OUT/flash-profile-sass.csv" ;;
     training|training-ablations)
       suite=main; [ "$stage" = training ] || suite=ablations
       # shellcheck disable=SC2086

@@ -179,6 +179,7 @@ struct ConvertSageToLLVMPass
       return signalPassFailure();
     lowerWarpSpecialize(module);
     lowerArgumentHints(module);
+    packLoopCarriedHalves(module);
     RewritePatternSet peepholes(ctx);
     populateQuantizeRoundingPatterns(peepholes);
     if (failed(applyPatternsGreedily(module, std::move(peepholes))))

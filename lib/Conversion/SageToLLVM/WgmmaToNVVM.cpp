@@ -278,8 +278,12 @@ struct DotWaitLowering : public OpConversionPattern<sagegpu::DotWaitOp> {
         regs.push_back(slot);
         types.push_back(type);
       }
-    std::string text = "wgmma.wait_group.sync.aligned " +
-                       std::to_string(op.getPendings()) + ";";
+    // ptxas moves no instruction across the fence, so the wait stays below
+    // the work placed before it (sagegpu.dot_wait's `fenced`).
+    std::string text =
+        std::string(op.getFenced() ? "fence.acq_rel.cta; " : "") +
+        "wgmma.wait_group.sync.aligned " + std::to_string(op.getPendings()) +
+        ";";
     if (regs.empty()) {
       // Only a bound on the groups in flight: an asm with side effects, so
       // that it stays in place.

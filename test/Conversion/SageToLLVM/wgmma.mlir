@@ -68,4 +68,23 @@ func.func @pv_half(%p: tensor<64x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<64x
   %o = sage.matmul %p, %v contract(1, 1) using wgmma_reg_a : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
   return %o : tensor<64x64xf32>
 }
+
+// A register A that a loop carries: its wait is fenced (ptxas moves nothing
+// across the fence, so the wait stays after the work placed before it).
+// CHECK-LABEL: func.func @pv_carried
+// CHECK: scf.for
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "fence.acq_rel.cta; wgmma.wait_group.sync.aligned 0;"
+// CHECK: scf.yield
+func.func @pv_carried(%p0: tensor<64x64xbf16>, %v: tensor<64x64xbf16>, %s: tensor<64x64xf32>,
+                      %o: tensor<64x64xf32>, %n: index) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%p = %p0, %acc = %o) -> (tensor<64x64xbf16>, tensor<64x64xf32>) {
+    %y = sage.matmul %p, %v acc %acc contract(1, 1) using wgmma_reg_a : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+    %q = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xbf16>
+    scf.yield %q, %y : tensor<64x64xbf16>, tensor<64x64xf32>
+  }
+  return %r#1 : tensor<64x64xf32>
+}
 }

@@ -178,8 +178,8 @@ func.func @wait_before_region(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %s: 
 // CHECK: %[[DF:.*]] = sagegpu.dot %{{.*}}, %{{.*}}, %[[F]] contract(1, 1) : {{.*}} -> tensor<64x64xf32, #mma>
 // CHECK-NOT: arith.addi
 // CHECK-NOT: arith.addf
-// CHECK: sagegpu.dot_wait
-// CHECK: sagegpu.dot_wait
+// CHECK: sagegpu.dot_wait %[[DI]] {pendings = 1 : i32}
+// CHECK: sagegpu.dot_wait %[[DF]] {pendings = 0 : i32}
 // CHECK-NEXT: scf.yield
 func.func @chained_accumulators(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>,
                                 %h: tensor<64x64xf16>, %n: index) -> (tensor<64x64xi32>, tensor<64x64xf32>) {
@@ -193,6 +193,71 @@ func.func @chained_accumulators(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>,
     scf.yield %di, %df : tensor<64x64xi32>, tensor<64x64xf32>
   }
   return %r#0, %r#1 : tensor<64x64xi32>, tensor<64x64xf32>
+}
+
+// A wait lets the dots issued after the one it completes stay in flight
+// (wgmma groups complete in order): the second matmul keeps running under
+// the use of the first one's result, as the next QKᵀ under the softmax.
+// CHECK-LABEL: func.func @later_dots_stay_in_flight
+// CHECK: %[[S:.*]] = sagegpu.dot
+// CHECK: %[[O:.*]] = sagegpu.dot
+// CHECK: %[[WS:.*]] = sagegpu.dot_wait %[[S]] {pendings = 1 : i32}
+// CHECK-NEXT: arith.mulf %[[WS]]
+// CHECK: sagegpu.dot_wait %[[O]] {pendings = 0 : i32}
+func.func @later_dots_stay_in_flight(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>,
+                                     %p: tensor<64x64xf16>, %v: tensor<64x64xf16>,
+                                     %o: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+  %s = sage.matmul %q, %k contract(1, 1) using wgmma : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %acc = sage.matmul %p, %v acc %o contract(1, 1) using wgmma : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %t = arith.mulf %s, %s : tensor<64x64xf32>
+  %r = arith.mulf %acc, %t : tensor<64x64xf32>
+  return %t, %r : tensor<64x64xf32>, tensor<64x64xf32>
+}
+
+// A register A the loop carries keeps its registers across the back edge:
+// the op that computes the next trip's A would write them under the
+// in-flight wgmma, so the wait comes before it (not at the yield, the
+// accumulator's first use), fenced so that ptxas keeps it there.
+// CHECK-LABEL: func.func @carried_register_a
+// CHECK: scf.for
+// CHECK: %[[D:.*]] = sagegpu.dot
+// CHECK: arith.mulf
+// CHECK-NEXT: sagegpu.dot_wait %[[D]] {fenced, pendings = 0 : i32}
+// CHECK-NEXT: arith.truncf
+// CHECK-NEXT: scf.yield
+func.func @carried_register_a(%p0: tensor<64x64xf16>, %v: tensor<64x64xf16>, %s: tensor<64x64xf32>,
+                              %o: tensor<64x64xf32>, %n: index) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%p = %p0, %acc = %o) -> (tensor<64x64xf16>, tensor<64x64xf32>) {
+    %y = sage.matmul %p, %v acc %acc contract(1, 1) using wgmma_reg_a : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %e = arith.mulf %s, %s : tensor<64x64xf32>
+    %q = arith.truncf %e : tensor<64x64xf32> to tensor<64x64xf16>
+    scf.yield %q, %y : tensor<64x64xf16>, tensor<64x64xf32>
+  }
+  return %r#1 : tensor<64x64xf32>
+}
+
+// A region between the dot and its wait that issues wgmma (an unknown
+// number of groups) keeps the wait complete.
+// CHECK-LABEL: func.func @dots_in_a_region_keep_the_wait_complete
+// CHECK: %[[D:.*]] = sagegpu.dot
+// CHECK: scf.for
+// CHECK: sagegpu.dot
+// CHECK: sagegpu.dot_wait %{{.*}} {pendings = 0 : i32}
+// CHECK: scf.yield
+// CHECK: sagegpu.dot_wait %[[D]] {pendings = 0 : i32}
+func.func @dots_in_a_region_keep_the_wait_complete(%a: tensor<64x64xf16>, %n: index,
+                                                   %o: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = sage.matmul %a, %a contract(1, 1) using wgmma : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %l = scf.for %i = %c0 to %n step %c1 iter_args(%x = %o) -> (tensor<64x64xf32>) {
+    %y = sage.matmul %a, %a acc %x contract(1, 1) using wgmma : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  %r = arith.addf %s, %l : tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
 }
 
 // Per-token scales: the lhs column is a slice of the accumulator; the rhs

@@ -69,6 +69,10 @@ bool isSupportedScalarMath(Operation *op);
 /// magic-number add.rn (no F2I; applied after the tile conversion).
 void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
 
+/// Carries consecutive 16-bit float values of every scf.for (after the
+/// tile conversion) as vector<2xT> pairs, one 32-bit register each.
+void packLoopCarriedHalves(ModuleOp module);
+
 class ReduceOp;
 
 /// Bytes of shared scratch each op needs while it runs.

@@ -8,7 +8,8 @@
 // applied by ordinary tile ops on the #sagegpu.mma result. A wgmma dot is
 // waited for (sagegpu.dot_wait) and its epilogue applied where the matmul's
 // result is first used, so the ops in between run while it is in flight
-// (right after the dot when the matmul accumulates onto an operand).
+// (right after the dot when the matmul accumulates onto an operand); the
+// wait leaves the dots issued after it in flight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -177,6 +178,8 @@ struct Promoter {
   DenseMap<std::pair<Value, Type>, Value> storedTiles;
   /// Loads replaced by copies, erased once their matmul is gone.
   SmallVector<Operation *> replacedLoads;
+  /// Each wgmma wait and the dot it completes.
+  SmallVector<std::pair<DotWaitOp, DotOp>> dotWaits;
 
   /// The tensor map of `load`'s view in the next slot of the function's
   /// global scratch (appending the scratch argument on first use), built
@@ -353,6 +356,36 @@ struct Promoter {
     for (auto [wait, count] : pending)
       cast<AsyncWaitOp>(wait).setPending(count);
   }
+
+  /// Lets each wgmma wait leave in flight the dots issued after the one it
+  /// completes (groups complete in order): a matmul issued before the
+  /// first use of an earlier one's result keeps running under the code
+  /// that uses it, as the next QKᵀ under the softmax in attention. Counted
+  /// in the dot's block; a region in between that issues wgmma (an unknown
+  /// number of groups) keeps the wait complete.
+  void settleDotWaits() {
+    for (auto [wait, dot] : dotWaits) {
+      if (wait->getBlock() != dot->getBlock())
+        continue;
+      int32_t newer = 0;
+      for (Operation *op = dot->getNextNode(); op != wait;
+           op = op->getNextNode()) {
+        if (auto later = dyn_cast<DotOp>(op)) {
+          newer += isWgmma(later.getMmaKind());
+          continue;
+        }
+        bool nested = false;
+        for (Region &region : op->getRegions())
+          region.walk(
+              [&](DotOp inner) { nested |= isWgmma(inner.getMmaKind()); });
+        if (nested) {
+          newer = 0;
+          break;
+        }
+      }
+      wait.setPendings(newer);
+    }
+  }
 };
 
 /// `value` in `type`'s encoding (a conversion when it differs).
@@ -432,6 +465,39 @@ Operation *firstUseIn(Block *block, Value value) {
   return first ? first : block->getTerminator();
 }
 
+/// `value` before the layout conversions that produced it.
+Value throughConversions(Value value) {
+  while (auto cvt = value.getDefiningOp<ConvertLayoutOp>())
+    value = cvt.getSource();
+  return value;
+}
+
+/// For a matmul whose register A operand a loop carries, the op of the
+/// matmul's block that computes the next trip's A (the yielded value, or
+/// the first op of its conversions), when it follows the matmul; else null.
+/// The carried value keeps its registers across the back edge, so that op
+/// writes the registers the in-flight wgmma still reads: the wait must
+/// come first, or ptxas hoists its own wait above everything it schedules
+/// the op among (FlashAttention's P(j+1) among the exponentials).
+Operation *nextRegisterA(Operation *matmul, Value lhs) {
+  auto arg = dyn_cast<BlockArgument>(throughConversions(lhs));
+  Block *body = matmul->getBlock();
+  auto loop = dyn_cast_or_null<scf::ForOp>(body->getParentOp());
+  if (!arg || !loop || arg.getOwner() != body || arg == loop.getInductionVar())
+    return nullptr;
+  Value next = body->getTerminator()->getOperand(arg.getArgNumber() - 1);
+  Operation *first = nullptr;
+  for (Value v = next; Operation *def = v.getDefiningOp();) {
+    first = def;
+    auto cvt = dyn_cast<ConvertLayoutOp>(def);
+    if (!cvt)
+      break;
+    v = cvt.getSource();
+  }
+  Operation *at = first ? body->findAncestorOpInBlock(*first) : nullptr;
+  return at && matmul->isBeforeInBlock(at) ? at : nullptr;
+}
+
 template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   MmaKind kind = *op.getMma();
   Location loc = op.getLoc();
@@ -494,9 +560,21 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
     // where the result is first needed, so the work in between overlaps it.
     // Not for a qmatmul onto an accumulator operand: until its epilogue the
     // partial product and the accumulator would both be live.
-    if (chained || !op.getAcc())
-      b.setInsertionPoint(firstUseIn(op->getBlock(), op->getResult(0)));
-    product = DotWaitOp::create(b, loc, ValueRange{product}, 0).getResult(0);
+    Operation *next =
+        kind == MmaKind::WgmmaRegA ? nextRegisterA(op, op.getLhs()) : nullptr;
+    if (chained || !op.getAcc()) {
+      Operation *at = firstUseIn(op->getBlock(), op->getResult(0));
+      if (next && next->isBeforeInBlock(at))
+        at = next;
+      b.setInsertionPoint(at);
+    }
+    auto wait = DotWaitOp::create(b, loc, ValueRange{product}, 0);
+    // The work before the wait is what runs under this dot (the loop's
+    // next A is computed there): keep ptxas from hoisting the wait above it.
+    if (next)
+      wait.setFenced(true);
+    promoter.dotWaits.push_back({wait, dot});
+    product = wait.getResult(0);
   }
   // The epilogue's last multiply and the accumulation may fuse into one
   // FMA (the matmul's f32 epilogue rounding is not pinned, unlike the
@@ -552,6 +630,7 @@ struct PromoteOperandsPass
           promote(cast<MatmulOp>(op), promoter);
       }
       promoter.settleWaits();
+      promoter.settleDotWaits();
       SmallVector<StoreOp> stores;
       func.walk([&](StoreOp store) {
         if (store.getTma())

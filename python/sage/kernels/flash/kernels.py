@@ -34,7 +34,10 @@ Causal masking is aligned top-left, as ``scaled_dot_product_attention(...,
 is_causal=True)``: query row i sees keys ``j <= i`` (with N > Nkv the rows
 past Nkv see every key; with N < Nkv the keys past N are never seen).
 Only the key blocks that need a mask get one (the key tail, the causal
-diagonal): the loop is split in two, the first part mask-free.
+diagonal, and block 0, which opens the skewed loop): the loop is split in
+two, the first part mask-free. The loops run one key block ahead: QKᵀ of
+block j+1 and P(j)·V(j) are on the tensor cores while the softmax of block
+j+1 runs (FlashAttention-3's intra-warpgroup overlap).
 
 Grid: (ceil(N / BLOCK_M), H, B). BLOCK_M is 64 rows per warpgroup (wgmma):
 128 on 8 warps.
@@ -78,17 +81,14 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     # Loaded once; rows past N read 0 (finite logits, never stored).
     qt = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D)
 
-    def attend(col, m, l, acc, MASKED: bool):
-        """One key block: S = Q Kᵀ, the online softmax, O = O * alpha + P V."""
+    def scores(col):
+        """S = Q Kᵀ of the key block at ``col`` (f32, in flight until used)."""
         kt = load_strided_rows(k_base, col, N_KV, stride_kn, BLOCK_N, D)
-        s = sl.matmul(qt, kt, contract=(1, 1))
-        # V after S's matmul is issued: read through registers (V as it is),
-        # its load then runs under that matmul; a TMA copy of Vᵀ is issued by
-        # the pipeline wherever it is written.
-        if TRANSPOSED_V:
-            vt = sl.load(v_base, (D, BLOCK_N), (0, col), (stride_vn, 1), (D, N_KV))
-        else:
-            vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
+        return sl.matmul(qt, kt, contract=(1, 1))
+
+    def probabilities(s, col, m, l, MASKED: bool):
+        """The online softmax of one key block: 16-bit P, the new row
+        statistics and alpha, the factor that rescales O to the new max."""
         t = s * qk_scale
         if MASKED:
             # Masked after scaling, so any sign of the scale keeps -inf.
@@ -102,15 +102,18 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
                 t = t + sl.where(keys < N_KV, sl.zeros((1, BLOCK_N), sl.float32),
                                  float("-inf"))
         p, m, l, alpha, p_max = sl.softmax_update(t, m, l)
-        # P goes to the tensor cores from the registers the softmax left it
-        # in (16-bit P has the accumulator's layout: a renaming).
-        acc = sl.matmul(p.to(vt.dtype), vt, contract=(1, 1) if TRANSPOSED_V else (1, 0),
-                        acc=acc * alpha)
-        return m, l, acc
+        return p.to(q.dtype.element), m, l, alpha
 
-    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
-    l = sl.zeros((BLOCK_M, 1), sl.float32)
-    acc = sl.zeros((BLOCK_M, D), sl.float32)
+    def accumulate(p, col, acc):
+        """O += P V over the key block at ``col``; P is the A operand from
+        the registers the softmax left it in (16-bit P has the accumulator's
+        layout: a renaming)."""
+        if TRANSPOSED_V:
+            vt = sl.load(v_base, (D, BLOCK_N), (0, col), (stride_vn, 1), (D, N_KV))
+        else:
+            vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
+        return sl.matmul(p, vt, contract=(1, 1) if TRANSPOSED_V else (1, 0), acc=acc)
+
     # Key blocks before `unmasked` need no mask: every key exists and, when
     # causal, every row of the block sees every key. Blocks from there to
     # `stop` are masked (the key tail, the causal diagonal).
@@ -119,10 +122,30 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     if CAUSAL:
         stop = sl.minimum(row + BLOCK_M, N_KV)
         unmasked = sl.minimum(((row + 1) // BLOCK_N) * BLOCK_N, unmasked)
-    for col in sl.range(0, unmasked, BLOCK_N, num_stages=STAGES):
-        m, l, acc = attend(col, m, l, acc, False)
-    for masked_col in sl.range(unmasked, stop, BLOCK_N, num_stages=STAGES):
-        m, l, acc = attend(masked_col, m, l, acc, True)
+    # The loops are skewed by one key block (FlashAttention-3's intra-
+    # warpgroup overlap): a trip issues QKᵀ of block j+1, then P(j)·V(j);
+    # the softmax of block j+1 waits only for the first (the second stays in
+    # flight under its exponentials), and O is rescaled once P(j)·V(j) is
+    # done. Block 0 opens (masked: the mask is exact for any block, and
+    # N_KV >= 1 makes it exist) and the last P·V closes. (Rescaling O before
+    # P(j)·V(j) instead, as FlashAttention-3 does, measured the same and
+    # spills at D = 128 with V read as it is.)
+    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
+    l = sl.zeros((BLOCK_M, 1), sl.float32)
+    p, m, l, _ = probabilities(scores(0), 0, m, l, True)
+    acc = sl.zeros((BLOCK_M, D), sl.float32)
+    for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES):
+        s = scores(col)
+        acc = accumulate(p, col - BLOCK_N, acc)
+        p, m, l, alpha = probabilities(s, col, m, l, False)
+        acc = acc * alpha
+    for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
+                               num_stages=STAGES):
+        s_masked = scores(masked_col)
+        acc = accumulate(p, masked_col - BLOCK_N, acc)
+        p, m, l, alpha_masked = probabilities(s_masked, masked_col, m, l, True)
+        acc = acc * alpha_masked
+    acc = accumulate(p, ((stop - 1) // BLOCK_N) * BLOCK_N, acc)
     # Every row sees key 0 (Nkv >= 1), so l > 0: one reciprocal per row and a
     # multiply per element instead of a division per element.
     out = acc * (1.0 / l)

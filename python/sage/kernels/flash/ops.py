@@ -90,8 +90,10 @@ class FlashTiles:
 
 #: 128 x 128 tiles on two warpgroups (64 query rows each), two stages (the
 #: next key block's K and Vᵀ copies in flight), V transposed: ptxas -v at
-#: sm_90a gives 154-157 registers (D=64) and 199-205 (D=128), no spills.
-#: With V as it is (``transpose_v=False``): 211-215 and 255, no spills.
+#: sm_90a gives 194-248 registers (D=64) and 235-255 (D=128), no spills
+#: (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once). With V
+#: as it is (``transpose_v=False``): 242-255, 8 bytes spilled at D=128
+#: causal. Three stages fit at D=128 (229632 bytes) and measured the same.
 TILES = {64: FlashTiles(128, 128, 2, 8), 128: FlashTiles(128, 128, 2, 8)}
 #: The head dimensions the entry point takes: those with a plan.
 HEAD_DIMS = tuple(TILES)

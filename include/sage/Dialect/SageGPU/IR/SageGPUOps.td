@@ -344,6 +344,13 @@ def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
     dot). The lowering ties every 32-bit register of the operands to the
     wait, so that nothing reads or writes them across it.
 
+    With `fenced`, a `fence.acq_rel.cta` precedes the wait in PTX. ptxas
+    otherwise hoists a wait that has work scheduled before it as far up as
+    it can, ahead of the work that was to run while the dots do (the
+    softmax under FlashAttention's P·V); it moves no instruction across the
+    fence. `sagegpu-promote-operands` sets it on the wait of a dot whose
+    register A a loop carries.
+
     ```mlir
     %s = sagegpu.dot %q, %k, %zero contract(1, 1)
         : !sagegpu.smem<64x128xi8, #shared>, !sagegpu.smem<64x128xi8, #shared>
@@ -353,7 +360,8 @@ def SageGPU_DotWaitOp : SageGPU_Op<"dot_wait", [
     ```
   }];
   let arguments = (ins Variadic<Sage_AnyTile>:$inputs,
-                   ConfinedAttr<I32Attr, [IntNonNegative]>:$pendings);
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$pendings,
+                   UnitAttr:$fenced);
   let results = (outs Variadic<Sage_AnyTile>:$outputs);
   let assemblyFormat = "$inputs attr-dict (`:` type($inputs)^)?";
   let hasVerifier = 1;
