@@ -66,9 +66,10 @@ BAR_OTHER, BAR_AT_LEAST = "cudnn", 0.95
 #: Relative L2 of O against float64 attention that passes the check.
 CHECK_TOL = 1e-2
 #: Plans timed besides the default when --sage-tiles is not given: the default
-#: blocks with V read as it is (no Vᵀ copy, V through registers).
-EXTRA_TILES = ("128x128:2:8:v",)
-TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?")
+#: blocks without the producer warpgroup, and with V read as it is (no Vᵀ
+#: copy, V through registers).
+EXTRA_TILES = ("128x128:2:8:vt", "128x128:2:8:v")
+TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?")
 #: Heads of the float64 reference computed at once (their logits: 4 x N² doubles).
 REF_HEADS = 4
 
@@ -100,21 +101,23 @@ def flash_cases(quick: bool = False) -> list[FlashCase]:
 
 def parse_tiles(spec: str) -> dict[str, Any]:
     """``"128x64:2:8:v:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
-    num_warps, transpose_v (``:vt``, the default, or ``:v``), maxnreg (``:rN``))."""
+    num_warps, transpose_v (``:vt``, the default, or ``:v``), maxnreg (``:rN``),
+    warp_specialize (``:ws``))."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN]")
-    bm, bn, stages, warps, v_form, maxnreg = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws]")
+    bm, bn, stages, warps, v_form, maxnreg, ws = match.groups()
     return {"block_m": int(bm), "block_n": int(bn), "stages": int(stages),
             "num_warps": int(warps), "transpose_v": v_form != "v",
-            "maxnreg": None if maxnreg is None else int(maxnreg)}
+            "maxnreg": None if maxnreg is None else int(maxnreg), "warp_specialize": bool(ws)}
 
 
 def tiles_spec(tiles: dict[str, Any]) -> str:
     """The inverse of :func:`parse_tiles`, normalised (``:vt`` or ``:v`` always given)."""
     text = "{block_m}x{block_n}:{stages}:{num_warps}".format(**tiles)
     text += ":vt" if tiles["transpose_v"] else ":v"
-    return text + (f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else "")
+    text += f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else ""
+    return text + (":ws" if tiles.get("warp_specialize") else "")
 
 
 def sage_tiles_arg(text: str) -> str:
@@ -134,7 +137,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN]",
+                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(

@@ -187,15 +187,15 @@ def test_kernel_on_numpy_arrays():
 
 
 def test_tile_plans():
-    assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8)
+    assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8, warp_specialize=True)
     assert default_tiles(128).transpose_v and default_tiles(128).maxnreg is None
     plan = FlashTiles(128, 64, 3, 8, transpose_v=False, maxnreg=200)
     assert plan.constexprs() == {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3,
-                                 "TRANSPOSED_V": False}
+                                 "TRANSPOSED_V": False, "WARP_SPECIALIZE": False}
     assert plan.options() == {"num_warps": 8, "maxnreg": 200}
     assert plan.grid(300, 4, 2) == (3, 4, 2)
     assert plan.as_dict() == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
-                              "transpose_v": False, "maxnreg": 200}
+                              "transpose_v": False, "maxnreg": 200, "warp_specialize": False}
     with pytest.raises(ValueError, match="head_dim must be one of"):
         default_tiles(96)
 
@@ -208,6 +208,10 @@ def test_tile_plans():
     (dict(num_warps=2), r"num_warps must be 4 or 8, got 2"),
     (dict(transpose_v=1), r"transpose_v must be a bool, got 1"),
     (dict(maxnreg=300), r"maxnreg must be None or an int in \[24, 255\], got 300"),
+    (dict(warp_specialize=1), r"warp_specialize must be a bool, got 1"),
+    (dict(maxnreg=200), r"warp_specialize needs stages >= 2 and no maxnreg .* got stages=2, "
+                        r"maxnreg=200"),
+    (dict(stages=1), r"warp_specialize needs stages >= 2 .* got stages=1, maxnreg=None"),
 ])
 def test_tile_plan_errors(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -312,22 +316,25 @@ def test_ir_loops_are_pipelined_and_accumulate_in_place(transpose_v):
 
 
 def test_compiles_without_spills(library, tmp_path):
-    """Every default variant (D 64/128, causal or not) and V as it is at the
-    default blocks: accepted by ptxas for sm_90a; no spills at the default
-    plans."""
+    """Every default variant (D 64/128, causal or not), the same without the
+    producer, and V as it is at the default blocks: accepted by ptxas for
+    sm_90a; no spills with Vᵀ."""
     for d in (64, 128):
         for causal in (False, True):
-            for transpose_v in (True, False):
-                plan = FlashTiles(**{**TILES[d].as_dict(), "transpose_v": transpose_v})
+            for transpose_v, ws in ((True, True), (True, False), (False, False)):
+                plan = FlashTiles(**{**TILES[d].as_dict(), "transpose_v": transpose_v,
+                                     "warp_specialize": ws})
                 ptx = library.compile(_ir(d, causal, plan), arch="sm_90a")
-                assert "// sage.kernel name=flash_forward threads=256" in ptx
+                # A producer warpgroup beside the 8 consumer warps by default.
+                threads = 384 if plan.warp_specialize else 256
+                assert f"// sage.kernel name=flash_forward threads={threads}" in ptx
                 assert "cp.async.bulk.tensor" in ptx  # K (and Vᵀ) by TMA
                 # In each loop the softmax waits for QKᵀ(j+1) only, P(j)·V(j)
                 # stays in flight under it (then a complete wait rescales O).
                 assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 2, ptx
                 if not Path(PTXAS).exists():
                     continue  # only this step needs the CUDA toolkit
-                path = tmp_path / f"flash-{d}-{causal}-{transpose_v}.ptx"
+                path = tmp_path / f"flash-{d}-{causal}-{transpose_v}-{ws}.ptx"
                 path.write_text(ptx)
                 log = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o",
                                       str(path.with_suffix(".cubin"))],

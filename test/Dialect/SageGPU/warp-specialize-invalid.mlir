@@ -44,21 +44,91 @@ func.func @in_a_branch(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {s
 // -----
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
-func.func @two_loops(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
+func.func @loops_in_two_blocks(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
   %c0 = arith.constant 0 : i32
   %c128 = arith.constant 128 : i32
   %c0l = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
-  scf.for %j = %c0 to %k step %c128 : i32 {
+  %z = arith.constant dense<0> : tensor<64x128xi32>
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xi32>) : i32 {
     %jj = arith.extsi %j : i32 to i64
-    %t = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
-    sage.store %t, %a[%c0l, %c0l] strides [%n, %c1] bounds [%n, %n] : tensor<64x128xi8>, !sage.ptr<i8>
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %s = arith.addi %acc, %p : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
   } {sage.num_stages = 2 : i32, sage.warp_specialize}
-  // expected-error @+1 {{is a second loop marked sage.warp_specialize in its kernel}}
-  scf.for %j = %c0 to %k step %c128 : i32 {
+  scf.for %t = %c0 to %k step %c128 : i32 {
+    // expected-error @+1 {{is a loop marked sage.warp_specialize outside the block of the first marked loop}}
+    %r2 = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xi32>) : i32 {
+      %jj = arith.extsi %j : i32 to i64
+      %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+      %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+      %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+      %s = arith.addi %acc, %p : tensor<64x128xi32>
+      scf.yield %s : tensor<64x128xi32>
+    } {sage.num_stages = 2 : i32, sage.warp_specialize}
+
+  }
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @loops_with_other_stages(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %z = arith.constant dense<0> : tensor<64x128xi32>
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xi32>) : i32 {
     %jj = arith.extsi %j : i32 to i64
-    %t = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
-    sage.store %t, %a[%c0l, %c0l] strides [%n, %c1] bounds [%n, %n] : tensor<64x128xi8>, !sage.ptr<i8>
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %s = arith.addi %acc, %p : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
+  // expected-error @+1 {{has other sage.num_stages than the first loop marked sage.warp_specialize}}
+  %r2 = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %r) -> (tensor<64x128xi32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %s = arith.addi %acc, %p : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
+  } {sage.num_stages = 3 : i32, sage.warp_specialize}
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @loops_with_other_copies(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %z = arith.constant dense<0> : tensor<64x128xi32>
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xi32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %s = arith.addi %acc, %p : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
+  // expected-error @+1 {{is a warp-specialised loop whose copies differ from those of the first marked loop of its block}}
+  %r2 = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %r) -> (tensor<64x128xi32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<64x128xi8> -> tensor<64x64xi32>
+    %s = arith.addi %acc, %z : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
   } {sage.num_stages = 2 : i32, sage.warp_specialize}
   return
 }

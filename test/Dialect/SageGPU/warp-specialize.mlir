@@ -183,3 +183,70 @@ func.func @completed_in_iteration(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// Two marked loops of one block (a loop split where a mask starts) share
+// one set of rings: the producer runs the second loop's copies after the
+// first's, both roles counting on from the first loop's trips.
+// CHECK-LABEL: func.func @two_loops_share_rings
+// CHECK: sagegpu.local_alloc !sagegpu.smem<2x64x128xi8
+// CHECK: sagegpu.local_alloc !sagegpu.smem<2x128x128xi8
+// CHECK-NOT: sagegpu.local_alloc !sagegpu.smem<2x{{(64|128)}}x128xi8
+// CHECK: sagegpu.warp_specialize
+// CHECK: %[[T1:.*]] = arith.maxsi
+// CHECK: scf.for %[[J:.*]] = %c0_i32 to %arg3 step %c128_i32 : i32 {
+// CHECK: sagegpu.tma_load
+// CHECK: sagegpu.tma_load
+// CHECK: } {sage.num_stages = 2 : i32}
+// CHECK: scf.for %[[J2:.*]] = %arg3 to %arg4 step %c128_i32 : i32 {
+// CHECK: %[[L2:.*]] = arith.divui
+// CHECK-NEXT: %[[IT2:.*]] = arith.addi %[[T1]], %[[L2]]
+// CHECK-NEXT: arith.remui %[[IT2]], %c2_i32
+// CHECK: sagegpu.tma_load
+// CHECK: sagegpu.tma_load
+// CHECK: } {sage.num_stages = 2 : i32}
+// CHECK: consumers
+// CHECK: %[[C1:.*]] = arith.maxsi
+// CHECK: scf.for
+// CHECK: sagegpu.mbarrier_arrive
+// CHECK: scf.for
+// CHECK: %[[CL2:.*]] = arith.divui
+// CHECK-NEXT: arith.addi %[[C1]], %[[CL2]]
+// CHECK: sagegpu.mbarrier_arrive
+// CHECK-NOT: sage.warp_specialize
+func.func @two_loops_share_rings(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                 %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                 %c: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                                 %k: i32 {sage.divisibility = 16 : i64},
+                                 %k2: i32 {sage.divisibility = 16 : i64},
+                                 %n: i64 {sage.divisibility = 16 : i64}) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i32
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %f = arith.sitofp %p : tensor<64x128xi32> to tensor<64x128xf32>
+    %s = arith.addf %acc, %f : tensor<64x128xf32>
+    scf.yield %s : tensor<64x128xf32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
+  %r2 = scf.for %j = %k to %k2 step %c128 iter_args(%acc = %r) -> (tensor<64x128xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %f = arith.sitofp %p : tensor<64x128xi32> to tensor<64x128xf32>
+    %m = arith.mulf %f, %f : tensor<64x128xf32>
+    %s = arith.addf %acc, %m : tensor<64x128xf32>
+    scf.yield %s : tensor<64x128xf32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
+  sage.store %r2, %c[%c0l, %c0l] strides [%n, %c1] bounds [%n, %n] : tensor<64x128xf32>, !sage.ptr<f32>
+  return
+}
+}

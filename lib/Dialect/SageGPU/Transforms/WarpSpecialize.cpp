@@ -43,13 +43,16 @@ int64_t consumerRegisters(int64_t producerRegisters, int64_t consumerThreads) {
 
 struct Specializer {
   func::FuncOp func;
-  scf::ForOp loop;
+  /// The marked loops, in order, in one block: they share the rings.
+  SmallVector<scf::ForOp> loops;
   int64_t stages;
   int64_t producerRegisters;
-  /// The loops around `loop`, outermost first (a persistent kernel's loop
-  /// over tiles): the producer runs them too, and both roles count the
-  /// iterations that used the rings across them.
+  /// The loops around the marked ones, outermost first (a persistent
+  /// kernel's loop over tiles): the producer runs them too, and both roles
+  /// count the iterations that used the rings across them.
   SmallVector<scf::ForOp> outer;
+  /// Each marked loop's copies, in the order of the rings.
+  SmallVector<SmallVector<LoopCopy>> copies;
 
   /// Whether `block` is the function's body or the body of an outer loop.
   bool isNestBlock(Block *block) {
@@ -106,9 +109,8 @@ struct Specializer {
   /// iteration count `counter` on entry; returns it on exit.
   Value buildProducer(OpBuilder &b, size_t level, Value counter,
                       const llvm::SetVector<Operation *> &slice, IRMapping &map,
-                      ArrayRef<LoopCopy> copies,
                       ArrayRef<std::pair<Value, Value>> rings, Value empty) {
-    Location loc = loop.getLoc();
+    Location loc = loops.front().getLoc();
     cloneLevel(
         b, level == 0 ? &func.getBody().front() : outer[level - 1].getBody(),
         slice, map);
@@ -122,57 +124,36 @@ struct Specializer {
       OpBuilder inside = OpBuilder::atBlockBegin(nest.getBody());
       Value next =
           buildProducer(inside, level + 1, nest.getRegionIterArgs().front(),
-                        slice, map, copies, rings, empty);
+                        slice, map, rings, empty);
       scf::YieldOp::create(inside, loc, next);
       return nest.getResult(0);
     }
-    auto produce =
-        scf::ForOp::create(b, loc, map.lookupOrDefault(loop.getLowerBound()),
-                           map.lookupOrDefault(loop.getUpperBound()),
-                           map.lookupOrDefault(loop.getStep()));
-    produce->setAttr(SageDialect::kNumStagesAttrName,
-                     loop->getAttr(SageDialect::kNumStagesAttrName));
-    Value trips = getTripCountI32(produce);
-    RingPosition made =
-        getRingPosition(produce, stages, outer.empty() ? Value() : counter);
-    OpBuilder pb = OpBuilder::atBlockTerminator(produce.getBody());
-    Value freed =
-        arith::XOrIOp::create(pb, loc, made.phase, constantI32(pb, loc, 1));
-    MbarrierWaitOp::create(pb, loc, getRingSlot(pb, loc, empty, made.slot),
-                           freed);
-    map.map(loop.getInductionVar(), produce.getInductionVar());
-    for (auto [copy, ring] : llvm::zip(copies, rings))
-      issueCopy(pb, loc, copy, map, ring.first, ring.second, made.slot);
-    return arith::AddIOp::create(b, loc, counter, trips);
+    for (auto [k, loop] : llvm::enumerate(loops)) {
+      auto produce =
+          scf::ForOp::create(b, loc, map.lookupOrDefault(loop.getLowerBound()),
+                             map.lookupOrDefault(loop.getUpperBound()),
+                             map.lookupOrDefault(loop.getStep()));
+      produce->setAttr(SageDialect::kNumStagesAttrName,
+                       loop->getAttr(SageDialect::kNumStagesAttrName));
+      Value trips = getTripCountI32(produce);
+      RingPosition made = getRingPosition(
+          produce, stages, outer.empty() && k == 0 ? Value() : counter);
+      OpBuilder pb = OpBuilder::atBlockTerminator(produce.getBody());
+      Value freed =
+          arith::XOrIOp::create(pb, loc, made.phase, constantI32(pb, loc, 1));
+      MbarrierWaitOp::create(pb, loc, getRingSlot(pb, loc, empty, made.slot),
+                             freed);
+      map.map(loop.getInductionVar(), produce.getInductionVar());
+      for (auto [copy, ring] : llvm::zip(copies[k], rings))
+        issueCopy(pb, loc, copy, map, ring.first, ring.second, made.slot);
+      counter = arith::AddIOp::create(b, loc, counter, trips);
+    }
+    return counter;
   }
 
-  LogicalResult run() {
-    Location loc = loop.getLoc();
-    Block &entry = func.getBody().front();
-    if (!func.getBody().hasOneBlock())
-      return func.emitOpError("with a warp-specialised loop must have one "
-                              "block");
-    for (Operation *up = loop->getParentOp(); up != func;
-         up = up->getParentOp()) {
-      auto o = dyn_cast<scf::ForOp>(up);
-      if (!o)
-        return loop.emitOpError("marked sage.warp_specialize must be in the "
-                                "kernel body or in scf.for loops there, not "
-                                "in ")
-               << up->getName();
-      outer.insert(outer.begin(), o);
-    }
-    if (stages < 2)
-      return loop.emitOpError("marked sage.warp_specialize needs "
-                              "sage.num_stages >= 2 (the slots the producer "
-                              "fills ahead)");
-    int64_t consumerThreads = WarpSpecializeOp::getConsumerThreadsOf(func);
-    if (consumerThreads % WarpSpecializeOp::kProducerThreads != 0)
-      return loop.emitOpError()
-             << "marked sage.warp_specialize needs whole consumer "
-                "warpgroups: the kernel has "
-             << consumerThreads / 32 << " warps";
-    SmallVector<LoopCopy> copies;
+  /// The copies of `loop` (errors name what keeps one from the producer).
+  FailureOr<SmallVector<LoopCopy>> collectCopies(scf::ForOp loop) {
+    SmallVector<LoopCopy> found;
     WalkResult walk = loop.getBody()->walk([&](TmaLoadOp tma) {
       std::optional<LoopCopy> copy = getLoopCopy(loop, tma);
       if (!copy) {
@@ -183,12 +164,12 @@ struct Specializer {
             "the induction variable without side effects");
         return WalkResult::interrupt();
       }
-      copies.push_back(std::move(*copy));
+      found.push_back(std::move(*copy));
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return failure();
-    if (copies.empty())
+    if (found.empty())
       return loop.emitOpError("marked sage.warp_specialize has no TMA copies "
                               "for a producer to issue");
     // Every wgmma dot of an iteration must be complete by its end (or be the
@@ -203,77 +184,19 @@ struct Specializer {
                                "warp-specialised iteration: the slot it "
                                "reads could not be freed");
     }
+    return found;
+  }
 
-    // What the producer needs from before the loop.
-    SmallVector<Value> needs{loop.getLowerBound(), loop.getUpperBound(),
-                             loop.getStep()};
-    for (scf::ForOp o : outer)
-      llvm::append_range(
-          needs, ValueRange{o.getLowerBound(), o.getUpperBound(), o.getStep()});
-    for (LoopCopy &copy : copies) {
-      needs.push_back(copy.tma.getMap());
-      for (Operation *op : copy.coordinates)
-        for (Value operand : op->getOperands())
-          if (loop.isDefinedOutsideOfLoop(operand))
-            needs.push_back(operand);
-      for (Value operand : {copy.tma.getOuter(), copy.tma.getInner()})
-        if (loop.isDefinedOutsideOfLoop(operand))
-          needs.push_back(operand);
-    }
-    FailureOr<llvm::SetVector<Operation *>> slice = producerSlice(needs);
-    if (failed(slice))
-      return failure();
-
-    // The rings and their mbarriers, set up before the roles split.
-    OpBuilder b = OpBuilder::atBlockBegin(&entry);
-    SmallVector<std::pair<Value, Value>> rings =
-        createCopyRings(b, loc, copies, stages);
-    Value empty = createMbarrierRing(b, loc, stages, consumerThreads);
-
-    auto ws = WarpSpecializeOp::create(
-        b, loc, producerRegisters,
-        consumerRegisters(producerRegisters, consumerThreads));
-    Block *consumers = &ws.getConsumers().emplaceBlock();
-    Block *producer = &ws.getProducer().emplaceBlock();
-    for (Block *block : {consumers, producer}) {
-      OpBuilder end = OpBuilder::atBlockEnd(block);
-      WarpYieldOp::create(end, loc);
-    }
-
-    // The producer: the slice and the loop nest, each iteration of the
-    // marked loop waiting for its slot to be free and issuing its copies.
-    OpBuilder p = OpBuilder::atBlockBegin(producer);
-    IRMapping map;
-    buildProducer(p, 0, constantI32(p, loc, 0), *slice, map, copies, rings,
-                  empty);
-
-    // The consumers: the rest of the kernel. Enclosing loops carry the
-    // rings' iteration count.
-    while (ws->getNextNode() != entry.getTerminator())
-      ws->getNextNode()->moveBefore(consumers->getTerminator());
-    Value base;
-    if (!outer.empty()) {
-      IRRewriter rewriter(func.getContext());
-      rewriter.setInsertionPoint(outer.front());
-      base = constantI32(rewriter, loc, 0);
-      for (scf::ForOp &o : outer) {
-        NamedAttrList attrs(o->getDiscardableAttrDictionary());
-        auto grown = o.replaceWithAdditionalYields(
-            rewriter, base, /*replaceInitOperandUsesInLoop=*/false,
-            [](OpBuilder &, Location, ArrayRef<BlockArgument> args) {
-              return SmallVector<Value>{args.front()};
-            });
-        if (failed(grown))
-          return o.emitOpError("could not carry the rings' iteration count");
-        o = cast<scf::ForOp>(grown->getOperation());
-        o->setDiscardableAttrs(attrs.getDictionary(func.getContext()));
-        base = o.getRegionIterArgs().back();
-      }
-    }
-    Value trips = getTripCountI32(loop);
+  /// The consumers' side of `loop` (`trips` iterations): reads from the
+  /// rings at iteration `base` + its own and frees each slot once read;
+  /// appends the maps its copies used to `maps`.
+  void consume(scf::ForOp loop, ArrayRef<LoopCopy> loopCopies,
+               ArrayRef<std::pair<Value, Value>> rings, Value empty, Value base,
+               Value trips, SmallVectorImpl<Operation *> &maps) {
+    Location loc = loop.getLoc();
     RingPosition at = getRingPosition(loop, stages, base);
-    SmallVector<Operation *> maps;
-    for (auto [copy, ring] : llvm::zip(copies, rings)) {
+    for (auto [read, ring] : llvm::zip(loopCopies, rings)) {
+      LoopCopy copy = read;
       readFromRing(loc, copy, ring.first, ring.second, at);
       if (Operation *mapDef = copy.tma.getMap().getDefiningOp())
         maps.push_back(mapDef);
@@ -281,18 +204,6 @@ struct Specializer {
       copy.barrier->erase();
       copy.buffer->erase();
     }
-    // Only the producer's copies use these maps: the consumers do not
-    // build them.
-    for (Operation *mapDef : maps) {
-      if (!mapDef->getBlock())
-        continue;
-      if (!mapDef->use_empty())
-        return mapDef->emitOpError(
-            "is used both by the copies of a warp-specialised loop and by "
-            "the consumers: give the consumers' copies a map of their own");
-      mapDef->erase();
-    }
-
     // Free each slot once read: the previous iteration's after the wait that
     // completes its dot when the accumulation stays in flight (and the last
     // one's after the loop), else this iteration's at its end.
@@ -327,11 +238,145 @@ struct Specializer {
       MbarrierArriveOp::create(fb, loc, getRingSlot(fb, loc, empty, at.slot));
     }
     loop->removeAttr(SageDialect::kWarpSpecializeAttrName);
+  }
+
+  LogicalResult run() {
+    scf::ForOp first = loops.front();
+    Location loc = first.getLoc();
+    Block &entry = func.getBody().front();
+    if (!func.getBody().hasOneBlock())
+      return func.emitOpError("with a warp-specialised loop must have one "
+                              "block");
+    for (Operation *up = first->getParentOp(); up != func;
+         up = up->getParentOp()) {
+      auto o = dyn_cast<scf::ForOp>(up);
+      if (!o)
+        return first.emitOpError("marked sage.warp_specialize must be in the "
+                                 "kernel body or in scf.for loops there, not "
+                                 "in ")
+               << up->getName();
+      outer.insert(outer.begin(), o);
+    }
+    if (stages < 2)
+      return first.emitOpError("marked sage.warp_specialize needs "
+                               "sage.num_stages >= 2 (the slots the producer "
+                               "fills ahead)");
+    int64_t consumerThreads = WarpSpecializeOp::getConsumerThreadsOf(func);
+    if (consumerThreads % WarpSpecializeOp::kProducerThreads != 0)
+      return first.emitOpError()
+             << "marked sage.warp_specialize needs whole consumer "
+                "warpgroups: the kernel has "
+             << consumerThreads / 32 << " warps";
+    for (scf::ForOp loop : loops) {
+      FailureOr<SmallVector<LoopCopy>> found = collectCopies(loop);
+      if (failed(found))
+        return failure();
+      copies.push_back(std::move(*found));
+    }
+    // The later loops' copies go to the first loop's rings, one to one.
+    for (auto [k, loop] : llvm::enumerate(loops)) {
+      bool same = copies[k].size() == copies.front().size();
+      for (size_t i = 0; same && i < copies[k].size(); ++i)
+        same =
+            copies[k][i].buffer.getType() == copies.front()[i].buffer.getType();
+      if (!same)
+        return loop.emitOpError(
+            "is a warp-specialised loop whose copies differ from those of "
+            "the first marked loop of its block: the loops share the rings, "
+            "so they must copy the same tiles in the same order");
+    }
+
+    // What the producer needs from before the loops.
+    SmallVector<Value> needs;
+    for (scf::ForOp o : llvm::concat<scf::ForOp>(outer, loops))
+      llvm::append_range(
+          needs, ValueRange{o.getLowerBound(), o.getUpperBound(), o.getStep()});
+    for (auto [loop, loopCopies] : llvm::zip(loops, copies))
+      for (LoopCopy &copy : loopCopies) {
+        needs.push_back(copy.tma.getMap());
+        for (Operation *op : copy.coordinates)
+          for (Value operand : op->getOperands())
+            if (loop.isDefinedOutsideOfLoop(operand))
+              needs.push_back(operand);
+        for (Value operand : {copy.tma.getOuter(), copy.tma.getInner()})
+          if (loop.isDefinedOutsideOfLoop(operand))
+            needs.push_back(operand);
+      }
+    FailureOr<llvm::SetVector<Operation *>> slice = producerSlice(needs);
+    if (failed(slice))
+      return failure();
+
+    // The rings and their mbarriers, set up before the roles split.
+    OpBuilder b = OpBuilder::atBlockBegin(&entry);
+    SmallVector<std::pair<Value, Value>> rings =
+        createCopyRings(b, loc, copies.front(), stages);
+    Value empty = createMbarrierRing(b, loc, stages, consumerThreads);
+
+    auto ws = WarpSpecializeOp::create(
+        b, loc, producerRegisters,
+        consumerRegisters(producerRegisters, consumerThreads));
+    Block *consumers = &ws.getConsumers().emplaceBlock();
+    Block *producer = &ws.getProducer().emplaceBlock();
+    for (Block *block : {consumers, producer}) {
+      OpBuilder end = OpBuilder::atBlockEnd(block);
+      WarpYieldOp::create(end, loc);
+    }
+
+    // The producer: the slice and the loop nest, each iteration of a
+    // marked loop waiting for its slot to be free and issuing its copies.
+    OpBuilder p = OpBuilder::atBlockBegin(producer);
+    IRMapping map;
+    buildProducer(p, 0, constantI32(p, loc, 0), *slice, map, rings, empty);
+
+    // The consumers: the rest of the kernel. Enclosing loops carry the
+    // rings' iteration count.
+    while (ws->getNextNode() != entry.getTerminator())
+      ws->getNextNode()->moveBefore(consumers->getTerminator());
+    Value base;
+    if (!outer.empty()) {
+      IRRewriter rewriter(func.getContext());
+      rewriter.setInsertionPoint(outer.front());
+      base = constantI32(rewriter, loc, 0);
+      for (scf::ForOp &o : outer) {
+        NamedAttrList attrs(o->getDiscardableAttrDictionary());
+        auto grown = o.replaceWithAdditionalYields(
+            rewriter, base, /*replaceInitOperandUsesInLoop=*/false,
+            [](OpBuilder &, Location, ArrayRef<BlockArgument> args) {
+              return SmallVector<Value>{args.front()};
+            });
+        if (failed(grown))
+          return o.emitOpError("could not carry the rings' iteration count");
+        o = cast<scf::ForOp>(grown->getOperation());
+        o->setDiscardableAttrs(attrs.getDictionary(func.getContext()));
+        base = o.getRegionIterArgs().back();
+      }
+    }
+    SmallVector<Operation *> maps;
+    for (auto [k, loop] : llvm::enumerate(loops)) {
+      Value trips = getTripCountI32(loop);
+      consume(loop, copies[k], rings, empty, base, trips, maps);
+      // The next loop (or the enclosing loop's next trip) goes on counting.
+      if (k + 1 < loops.size() || !outer.empty()) {
+        OpBuilder after(loop->getBlock(), std::next(loop->getIterator()));
+        base = arith::AddIOp::create(
+            after, loc, base ? base : constantI32(after, loc, 0), trips);
+      }
+    }
+    // Only the producer's copies use these maps: the consumers do not
+    // build them.
+    for (Operation *mapDef : maps) {
+      if (!mapDef->getBlock())
+        continue;
+      if (!mapDef->use_empty())
+        return mapDef->emitOpError(
+            "is used both by the copies of a warp-specialised loop and by "
+            "the consumers: give the consumers' copies a map of their own");
+      mapDef->erase();
+    }
 
     // The enclosing loops carry the count on.
     if (!outer.empty()) {
-      OpBuilder after(loop->getBlock(), std::next(loop->getIterator()));
-      Value next = arith::AddIOp::create(after, loc, base, trips);
+      Value next = base;
       for (scf::ForOp &o : llvm::reverse(outer)) {
         auto yield = cast<scf::YieldOp>(o.getBody()->getTerminator());
         yield->setOperand(yield->getNumOperands() - 1, next);
@@ -379,15 +424,26 @@ struct WarpSpecializePass
             "the launch's maxnreg");
         return signalPassFailure();
       }
-      if (marked.size() > 1) {
-        marked[1].emitOpError("is a second loop marked sage.warp_specialize "
-                              "in its kernel: one loop has the producer");
-        return signalPassFailure();
+      for (scf::ForOp loop : ArrayRef(marked).drop_front()) {
+        if (loop->getBlock() != marked.front()->getBlock()) {
+          loop.emitOpError("is a loop marked sage.warp_specialize outside "
+                           "the block of the first marked loop: the marked "
+                           "loops of a kernel share the producer, one after "
+                           "the other in one block");
+          return signalPassFailure();
+        }
+        if (loop->getAttr(SageDialect::kNumStagesAttrName) !=
+            marked.front()->getAttr(SageDialect::kNumStagesAttrName)) {
+          loop.emitOpError("has other sage.num_stages than the first loop "
+                           "marked sage.warp_specialize: the loops share the "
+                           "rings");
+          return signalPassFailure();
+        }
       }
       auto stages = marked.front()->getAttrOfType<IntegerAttr>(
           SageDialect::kNumStagesAttrName);
-      Specializer specializer{func, marked.front(),
-                              stages ? stages.getInt() : 1, producerRegisters};
+      Specializer specializer{func, marked, stages ? stages.getInt() : 1,
+                              producerRegisters};
       if (failed(specializer.run()))
         signalPassFailure();
     });

@@ -40,7 +40,9 @@ block j+1 and P(j)·V(j) are on the tensor cores while the softmax of block
 j+1 runs (FlashAttention-3's intra-warpgroup overlap).
 
 Grid: (ceil(N / BLOCK_M), H, B). BLOCK_M is 64 rows per warpgroup (wgmma):
-128 on 8 warps.
+128 on 8 warps. With ``WARP_SPECIALIZE`` a producer warpgroup beside them
+issues the K and Vᵀ copies of both loops (which share its rings), so the
+consumer warpgroups meet at mbarriers only, not at a barrier every trip.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
                   D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                   CAUSAL: sl.constexpr = False, GROUP: sl.constexpr = 1,
                   STAGES: sl.constexpr = 2, TRANSPOSED_V: sl.constexpr = False,
-                  STORE_LSE: sl.constexpr = False):
+                  STORE_LSE: sl.constexpr = False,
+                  WARP_SPECIALIZE: sl.constexpr = False):
     """O (and LSE) of one block of BLOCK_M query rows of one (batch, head).
 
     ``qk_scale`` (f32) is the softmax scale times log2(e): the logits are
@@ -134,13 +137,14 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     l = sl.zeros((BLOCK_M, 1), sl.float32)
     p, m, l, _ = probabilities(scores(0), 0, m, l, True)
     acc = sl.zeros((BLOCK_M, D), sl.float32)
-    for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES):
+    for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
+                        warp_specialize=WARP_SPECIALIZE):
         s = scores(col)
         acc = accumulate(p, col - BLOCK_N, acc)
         p, m, l, alpha = probabilities(s, col, m, l, False)
         acc = acc * alpha
     for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
-                               num_stages=STAGES):
+                               num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
         s_masked = scores(masked_col)
         acc = accumulate(p, masked_col - BLOCK_N, acc)
         p, m, l, alpha_masked = probabilities(s_masked, masked_col, m, l, True)

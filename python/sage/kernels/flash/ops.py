@@ -47,6 +47,10 @@ class FlashTiles:
     gives the tensor cores K-major operands only; see
     :mod:`sage.kernels.flash.kernels`); the copy is part of every call.
     ``maxnreg`` caps the registers per thread (None: as many as needed).
+    With ``warp_specialize`` a producer warpgroup beside the ``num_warps``
+    consumer warps issues the K and Vᵀ copies (``sl.range(...,
+    warp_specialize=True)``; needs ``stages >= 2`` and no ``maxnreg``, since
+    setmaxnreg splits the registers between the roles).
     """
 
     block_m: int
@@ -55,6 +59,7 @@ class FlashTiles:
     num_warps: int
     transpose_v: bool = True
     maxnreg: int | None = None
+    warp_specialize: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n"):
@@ -69,11 +74,17 @@ class FlashTiles:
             raise ValueError(f"transpose_v must be a bool, got {self.transpose_v!r}")
         if self.maxnreg is not None and not (_is_int(self.maxnreg) and 24 <= self.maxnreg <= 255):
             raise ValueError(f"maxnreg must be None or an int in [24, 255], got {self.maxnreg!r}")
+        if not isinstance(self.warp_specialize, bool):
+            raise ValueError(f"warp_specialize must be a bool, got {self.warp_specialize!r}")
+        if self.warp_specialize and (self.stages < 2 or self.maxnreg is not None):
+            raise ValueError("warp_specialize needs stages >= 2 and no maxnreg (the producer "
+                             f"fills stages ahead; setmaxnreg splits the registers), got "
+                             f"stages={self.stages}, maxnreg={self.maxnreg}")
 
     def constexprs(self) -> dict[str, int | bool]:
         """The kernel's block, stage and V-layout constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "STAGES": self.stages,
-                "TRANSPOSED_V": self.transpose_v}
+                "TRANSPOSED_V": self.transpose_v, "WARP_SPECIALIZE": self.warp_specialize}
 
     def options(self) -> dict[str, int | None]:
         """The launch options (``num_warps``, ``maxnreg``)."""
@@ -88,13 +99,17 @@ class FlashTiles:
         return asdict(self)
 
 
-#: 128 x 128 tiles on two warpgroups (64 query rows each), two stages (the
-#: next key block's K and Vᵀ copies in flight), V transposed: ptxas -v at
-#: sm_90a gives 194-248 registers (D=64) and 235-255 (D=128), no spills
-#: (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once). With V
-#: as it is (``transpose_v=False``): 242-255, 8 bytes spilled at D=128
-#: causal. Three stages fit at D=128 (229632 bytes) and measured the same.
-TILES = {64: FlashTiles(128, 128, 2, 8), 128: FlashTiles(128, 128, 2, 8)}
+#: 128 x 128 tiles on two consumer warpgroups (64 query rows each) and a
+#: producer warpgroup that issues the K and Vᵀ copies two stages ahead (for
+#: both loops, sharing their rings), V transposed. ptxas -v at sm_90a: 168
+#: registers at launch (setmaxnreg then gives the consumers 232), no spills.
+#: Without the producer: 194-248 registers (D=64) and 235-255 (D=128), no
+#: spills (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once);
+#: with V as it is (``transpose_v=False``) 242-255, 20 bytes spilled at D=128
+#: causal. On the H100 the producer took the forward from 0.71x to 0.82x
+#: cuDNN at B4 H32 N8K D128 (bench/results/2026-11-26-h100-flash-overlap.md).
+TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
+         128: FlashTiles(128, 128, 2, 8, warp_specialize=True)}
 #: The head dimensions the entry point takes: those with a plan.
 HEAD_DIMS = tuple(TILES)
 
