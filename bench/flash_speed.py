@@ -66,10 +66,10 @@ BAR_OTHER, BAR_AT_LEAST = "cudnn", 0.95
 #: Relative L2 of O against float64 attention that passes the check.
 CHECK_TOL = 1e-2
 #: Plans timed besides the default when --sage-tiles is not given: the default
-#: blocks without the producer warpgroup, and with V read as it is (no Vᵀ
-#: copy, V through registers).
-EXTRA_TILES = ("128x128:2:8:vt", "128x128:2:8:v")
-TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?")
+#: blocks with ping-pong, without the producer warpgroup, and with V read as
+#: it is (no Vᵀ copy, V through registers).
+EXTRA_TILES = ("128x128:2:8:vt:ws:pp", "128x128:2:8:vt", "128x128:2:8:v")
+TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?(:pp)?")
 #: Heads of the float64 reference computed at once (their logits: 4 x N² doubles).
 REF_HEADS = 4
 
@@ -102,14 +102,15 @@ def flash_cases(quick: bool = False) -> list[FlashCase]:
 def parse_tiles(spec: str) -> dict[str, Any]:
     """``"128x64:2:8:v:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
     num_warps, transpose_v (``:vt``, the default, or ``:v``), maxnreg (``:rN``),
-    warp_specialize (``:ws``))."""
+    warp_specialize (``:ws``), ping_pong (``:pp``))."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws]")
-    bm, bn, stages, warps, v_form, maxnreg, ws = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp]")
+    bm, bn, stages, warps, v_form, maxnreg, ws, pp = match.groups()
     return {"block_m": int(bm), "block_n": int(bn), "stages": int(stages),
             "num_warps": int(warps), "transpose_v": v_form != "v",
-            "maxnreg": None if maxnreg is None else int(maxnreg), "warp_specialize": bool(ws)}
+            "maxnreg": None if maxnreg is None else int(maxnreg), "warp_specialize": bool(ws),
+            "ping_pong": bool(pp)}
 
 
 def tiles_spec(tiles: dict[str, Any]) -> str:
@@ -117,7 +118,8 @@ def tiles_spec(tiles: dict[str, Any]) -> str:
     text = "{block_m}x{block_n}:{stages}:{num_warps}".format(**tiles)
     text += ":vt" if tiles["transpose_v"] else ":v"
     text += f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else ""
-    return text + (":ws" if tiles.get("warp_specialize") else "")
+    text += ":ws" if tiles.get("warp_specialize") else ""
+    return text + (":pp" if tiles.get("ping_pong") else "")
 
 
 def sage_tiles_arg(text: str) -> str:
@@ -137,7 +139,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws]",
+                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(
@@ -285,7 +287,8 @@ def render(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[str, Any]],
                "forward, O only). Speed ratio = t_other / t_sage (above 1: sage faster). Bar "
                f"(default plan only): sage >= {BAR_AT_LEAST}x cuDNN at B4 H32 N8K D128, "
                "causal and not. Tiles: `:vt` V transposed by the call before the kernel "
-               "(timed), `:v` V read as it is. Check: rel-L2 of O <= "
+               "(timed), `:v` V read as it is, `:ws` a producer warpgroup issues the copies, `:pp` "
+               "the consumer warpgroups take turns (ping-pong). Check: rel-L2 of O <= "
                f"{CHECK_TOL:g} vs float64 attention.")
 
 

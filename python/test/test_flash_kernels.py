@@ -82,11 +82,13 @@ def qkv(batch, heads, kv_heads, n, n_kv, d, dtype=torch.bfloat16, seed=0):
             make((batch, kv_heads, n_kv, d), dtype, seed + 2))
 
 
-# The plans: the defaults (128 x 128; V transposed), 128 x 64 (two masked
-# diagonal blocks a causal query block), V as it is (read through registers),
-# and 64-row blocks on one warpgroup.
+# The plans: the defaults (128 x 128; V transposed; a producer warpgroup),
+# the same with the consumer warpgroups taking turns (ping-pong), 128 x 64
+# (two masked diagonal blocks a causal query block), V as it is (read
+# through registers), and 64-row blocks on one warpgroup.
 DEFAULT = "default"
 PLANS = {DEFAULT: None, "128x64": FlashTiles(128, 64, 2, 8),
+         "ping-pong": FlashTiles(128, 128, 2, 8, warp_specialize=True, ping_pong=True),
          "128x64-v": FlashTiles(128, 64, 3, 8, transpose_v=False),
          "128x128-v": FlashTiles(128, 128, 2, 8, transpose_v=False),
          "64x64": FlashTiles(64, 64, 2, 4)}
@@ -106,6 +108,8 @@ CASES = {
     "one_query": (1, 2, 1, 1, 77, 128, False, DEFAULT),
     "one_query_causal": (1, 2, 1, 1, 77, 64, True, DEFAULT),
     "one_key": (1, 2, 2, 40, 1, 64, True, "128x64-v"),
+    "ping_pong_tails": (1, 2, 2, 200, 300, 128, False, "ping-pong"),
+    "ping_pong_causal": (2, 2, 1, 300, 300, 64, True, "ping-pong"),
 }
 
 
@@ -191,11 +195,13 @@ def test_tile_plans():
     assert default_tiles(128).transpose_v and default_tiles(128).maxnreg is None
     plan = FlashTiles(128, 64, 3, 8, transpose_v=False, maxnreg=200)
     assert plan.constexprs() == {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3,
-                                 "TRANSPOSED_V": False, "WARP_SPECIALIZE": False}
+                                 "TRANSPOSED_V": False, "WARP_SPECIALIZE": False,
+                                 "PING_PONG": False}
     assert plan.options() == {"num_warps": 8, "maxnreg": 200}
     assert plan.grid(300, 4, 2) == (3, 4, 2)
     assert plan.as_dict() == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
-                              "transpose_v": False, "maxnreg": 200, "warp_specialize": False}
+                              "transpose_v": False, "maxnreg": 200, "warp_specialize": False,
+                              "ping_pong": False}
     with pytest.raises(ValueError, match="head_dim must be one of"):
         default_tiles(96)
 
@@ -212,6 +218,12 @@ def test_tile_plans():
     (dict(maxnreg=200), r"warp_specialize needs stages >= 2 and no maxnreg .* got stages=2, "
                         r"maxnreg=200"),
     (dict(stages=1), r"warp_specialize needs stages >= 2 .* got stages=1, maxnreg=None"),
+    (dict(ping_pong=1), r"ping_pong must be a bool, got 1"),
+    (dict(ping_pong=True, num_warps=4), r"ping_pong needs warp_specialize, num_warps=8 .* "
+                                        r"num_warps=4"),
+    (dict(ping_pong=True, warp_specialize=False), r"ping_pong needs .* "
+                                                  r"got warp_specialize=False"),
+    (dict(ping_pong=True, transpose_v=False), r"ping_pong needs .* transpose_v=False"),
 ])
 def test_tile_plan_errors(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -323,7 +335,7 @@ def test_compiles_without_spills(library, tmp_path):
         for causal in (False, True):
             for transpose_v, ws in ((True, True), (True, False), (False, False)):
                 plan = FlashTiles(**{**TILES[d].as_dict(), "transpose_v": transpose_v,
-                                     "warp_specialize": ws})
+                                     "warp_specialize": ws, "ping_pong": ws})  # +ping-pong
                 ptx = library.compile(_ir(d, causal, plan), arch="sm_90a")
                 # A producer warpgroup beside the 8 consumer warps by default.
                 threads = 384 if plan.warp_specialize else 256

@@ -281,6 +281,28 @@ def test_range_warp_specialize_must_be_a_bool_with_stages():
     assert "sage.warp_specialize" in sl.trace(unstaged, [F32, N], {}, num_stages=3)
 
 
+def test_range_ping_pong_must_be_a_bool_with_warp_specialize():
+    def kernel(a, n):
+        for i in sl.range(0, n, 1, num_stages=2, warp_specialize=True, ping_pong=1):  # HERE
+            pass
+
+    expect_error(kernel, [F32, N], {}, r"sl.range ping_pong must be True or False, got 1",
+                 "# HERE")
+
+    def alone(a, n):
+        for i in sl.range(0, n, 1, num_stages=2, ping_pong=True):  # HERE
+            pass
+
+    expect_error(alone, [F32, N], {}, r"sl.range ping_pong=True needs warp_specialize=True",
+                 "# HERE")
+
+    def both(a, n):
+        for i in sl.range(0, n, 1, num_stages=2, warp_specialize=True, ping_pong=True):
+            pass
+
+    assert "sage.warp_specialize, sage.ping_pong}" in sl.trace(both, [F32, N], {})
+
+
 def test_store_tma_must_be_a_bool_and_not_atomic():
     def kernel(a, n, TMA: sl.constexpr, ATOMIC: sl.constexpr):
         t = sl.zeros((16, 16), sl.float32)

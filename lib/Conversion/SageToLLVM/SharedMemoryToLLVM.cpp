@@ -266,12 +266,45 @@ struct BarrierLowering : public OpConversionPattern<BarrierOp> {
   }
 };
 
+/// Warpgroup g = tid / 128 waits at named barrier kFirstBarrier + g, or
+/// arrives at the next warpgroup's; 256 threads meet at each (the waiting
+/// warpgroup and the one passing it the turn).
+struct WarpgroupTurnLowering : public OpConversionPattern<WarpgroupTurnOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(WarpgroupTurnOp op, OpAdaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    auto i32 = [&](int64_t v) {
+      return LLVM::ConstantOp::create(rw, loc, rw.getI32IntegerAttr(v));
+    };
+    Value tid = NVVM::ThreadIdXOp::create(rw, loc, rw.getI32Type());
+    Value group = LLVM::UDivOp::create(rw, loc, tid,
+                                       i32(WarpSpecializeOp::kProducerThreads));
+    Value turn = group;
+    if (op.getPass())
+      turn = LLVM::URemOp::create(rw, loc,
+                                  LLVM::AddOp::create(rw, loc, group, i32(1)),
+                                  i32(op.getWarpgroups()));
+    Value id =
+        LLVM::AddOp::create(rw, loc, turn, i32(WarpgroupTurnOp::kFirstBarrier));
+    std::string bar = (op.getPass() ? "bar.arrive $0, " : "bar.sync $0, ") +
+                      std::to_string(2 * WarpSpecializeOp::kProducerThreads) +
+                      ";";
+    if (std::optional<int32_t> only = op.getOnly())
+      bar = "{\n.reg .pred p;\nsetp.eq.u32 p, $1, " + std::to_string(*only) +
+            ";\n@p " + bar + "\n}";
+    inlinePtx(rw, loc, Type(), {id, group}, bar, "r,r");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::sage::populateSharedMemoryToLLVMPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<LocalAllocLowering, RingSlotLowering, LocalStoreLowering,
                LocalLoadLowering, AsyncCopyLowering, AsyncCommitGroupLowering,
-               AsyncWaitLowering, BarrierLowering>(converter,
-                                                   patterns.getContext());
+               AsyncWaitLowering, BarrierLowering, WarpgroupTurnLowering>(
+      converter, patterns.getContext());
 }

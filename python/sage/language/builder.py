@@ -232,10 +232,12 @@ class IRBuilder:
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],
                  body: Callable[[str, list[str]], list[Value]],
-                 num_stages: int = 1, warp_specialize: bool = False) -> list[str]:
+                 num_stages: int = 1, warp_specialize: bool = False,
+                 ping_pong: bool = False) -> list[str]:
         """``scf.for`` with ``inits`` as iter_args; ``body`` traces one iteration;
-        ``num_stages`` > 1 becomes its ``sage.num_stages`` attribute and
-        ``warp_specialize`` its ``sage.warp_specialize``."""
+        ``num_stages`` > 1 becomes its ``sage.num_stages`` attribute,
+        ``warp_specialize`` its ``sage.warp_specialize`` and ``ping_pong``
+        its ``sage.ping_pong``."""
         loc = self._loc()
         iv, *args = self._fresh_each(1 + len(inits))
         header = (f"scf.for {iv} = {self._use(start)} to {self._use(stop)} "
@@ -262,6 +264,8 @@ class IRBuilder:
         named = [f"sage.num_stages = {num_stages} : i32"] if num_stages > 1 else []
         if warp_specialize:
             named.append("sage.warp_specialize")
+        if ping_pong:
+            named.append("sage.ping_pong")
         attrs = f" {{{', '.join(named)}}}" if named else ""
         lines.append(f"}}{attrs}{loc}")
         return results

@@ -191,7 +191,8 @@ class Interpreter:
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],
                  body: Callable[[Any, list[Any]], list[Value]],
-                 num_stages: int = 1, warp_specialize: bool = False) -> list[Any]:
+                 num_stages: int = 1, warp_specialize: bool = False,
+                 ping_pong: bool = False) -> list[Any]:
         first, last, stride = _ints([start, stop, step])
         if stride <= 0:
             raise error(f"sl.range step must be positive, got {stride}")

@@ -65,13 +65,14 @@ def launch_num_stages(num_stages: int) -> Iterator[None]:
 class RangeSpec:
     """The bounds of an ``sl.range`` loop (integers, runtime or constant) and
     its schedule (``num_stages``; None: the launch's, resolved when the loop
-    is traced; ``warp_specialize``)."""
+    is traced; ``warp_specialize``, ``ping_pong``)."""
 
     start: Any
     stop: Any
     step: Any
     num_stages: int | None = None
     warp_specialize: bool = False
+    ping_pong: bool = False
 
     def __iter__(self):
         raise error("sl.range loops must be written directly in a kernel function whose "
@@ -80,7 +81,8 @@ class RangeSpec:
 
 
 def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
-          num_stages: int | None = None, warp_specialize: bool = False) -> RangeSpec:
+          num_stages: int | None = None, warp_specialize: bool = False,
+          ping_pong: bool = False) -> RangeSpec:
     """A loop with runtime bounds, ``for i in sl.range(start, stop, step)`` (``scf.for``).
 
     Like Python's ``range``: one argument is ``stop``. ``step`` must be
@@ -100,17 +102,29 @@ def range(start: Any, stop: Any = None, step: Any = 1, *,  # noqa: A001
     (the kernel's warps, which run everything else) have freed one, and the
     registers it does not need go to the consumers (``sage.warp_specialize``
     on the ``scf.for``, ``sagegpu-warp-specialize``). It needs
-    ``num_stages`` >= 2, a loop directly in the kernel body (one per kernel)
-    and only TMA copies that can be issued ahead. Like ``num_stages`` it
-    never changes results.
+    ``num_stages`` >= 2, a loop in the kernel body or in ``sl.range`` loops
+    there (several marked loops must follow one another in one block: they
+    share the producer) and only TMA copies that can be issued ahead.
+
+    ``ping_pong=True`` (with ``warp_specialize``) makes the consumer
+    warpgroups take turns at the tensor cores, as FA3 does: each waits for
+    its turn before the first matmul of an iteration and passes it on after
+    issuing the last (named barriers, ``sage.ping_pong``), so one
+    warpgroup's softmax runs under the other's matmuls. It needs at least
+    two consumer warpgroups. Like ``num_stages``, neither changes results.
     """
     if num_stages is not None and not is_num_stages(num_stages):
         raise error(f"sl.range num_stages must be an integer >= 1, got {num_stages!r}")
     if not isinstance(warp_specialize, bool):
         raise error(f"sl.range warp_specialize must be True or False, got {warp_specialize!r}")
+    if not isinstance(ping_pong, bool):
+        raise error(f"sl.range ping_pong must be True or False, got {ping_pong!r}")
+    if ping_pong and not warp_specialize:
+        raise error("sl.range ping_pong=True needs warp_specialize=True (the consumer "
+                    "warpgroups take turns in a warp-specialised loop)")
     if stop is None:
         start, stop = 0, start
-    return RangeSpec(start, stop, step, num_stages, warp_specialize)
+    return RangeSpec(start, stop, step, num_stages, warp_specialize, ping_pong)
 
 
 def _loop_bound(x: Any, what: str, dtype) -> Value:
@@ -152,7 +166,8 @@ def run_range_loop(spec: Any, body: Callable[..., tuple], names: Sequence[str],
         raise error(f"sl.range warp_specialize=True needs num_stages >= 2 (the buffers the "
                     f"producer fills ahead), got {stages}")
     handles = backend().for_loop(start, stop, step, carried, one_iteration,
-                                 num_stages=stages, warp_specialize=spec.warp_specialize)
+                                 num_stages=stages, warp_specialize=spec.warp_specialize,
+                                 ping_pong=spec.ping_pong)
     return tuple(Value(v.type, h) for v, h in zip(carried, handles))
 
 

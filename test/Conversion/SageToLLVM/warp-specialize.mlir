@@ -3,9 +3,9 @@
 // warps, the producer's first thread as the one that builds maps and issues
 // copies, a branch on the warpgroup with the register split, and the
 // producer warps recorded for the launch.
-// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers | FileCheck %s --check-prefix=BARRIERS
-// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
-// RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse --convert-scf-to-cf --convert-arith-to-llvm --convert-cf-to-llvm --convert-func-to-llvm --reconcile-unrealized-casts --sage-finalize-kernels | FileCheck %s --check-prefix=LAUNCH
+// RUN: sage-opt %s --split-input-file --sagegpu-allocate-shared-memory --sagegpu-insert-barriers | FileCheck %s --check-prefix=BARRIERS
+// RUN: sage-opt %s --split-input-file --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
+// RUN: sage-opt %s --split-input-file --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse --convert-scf-to-cf --convert-arith-to-llvm --convert-cf-to-llvm --convert-func-to-llvm --reconcile-unrealized-casts --sage-finalize-kernels | FileCheck %s --check-prefix=LAUNCH
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #shared = #sagegpu.shared<swizzle = 128, bits = 8>
@@ -71,6 +71,30 @@ func.func @roles(%a: !sage.ptr<i8>, %n: i64, %t: tensor<64x128xi8, #blocked>,
     %own = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> !sagegpu.smem<64x128xi8, #shared>
     %back = sagegpu.local_load %own : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
     sagegpu.mbarrier_arrive %full : !sagegpu.smem<1xi64>
+  }
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {
+// A warpgroup's turn (ping-pong): warpgroup tid / 128 waits at named barrier
+// 3 + g, passes the turn at 3 + (g + 1) % 2, 256 threads each; `only`
+// predicates it on the warpgroup.
+// CHECK-LABEL: func.func @turns
+// CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+// CHECK: %[[G:.*]] = llvm.udiv %[[TID]]
+// CHECK: "bar.sync $0, 256;", "r,r"
+// CHECK: llvm.urem
+// CHECK: "bar.arrive $0, 256;", "r,r"
+// CHECK: "{\0A.reg .pred p;\0Asetp.eq.u32 p, $1, 1;\0A@p bar.arrive $0, 256;\0A}", "r,r"
+func.func @turns() attributes {sage.kernel} {
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+    sagegpu.warpgroup_turn {warpgroups = 2 : i32}
+    sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32}
+    sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32, only = 1 : i32}
   }
   return
 }

@@ -666,3 +666,14 @@ func.func @f(%t: tensor<64x64xf32>, %p: !sage.ptr<f32>, %n: i64) {
   sage.store atomic_add tma %t, %p[%n, %n] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xf32>, !sage.ptr<f32>
   return
 }
+
+// -----
+
+func.func @ping_pong_alone(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  // expected-error @+1 {{'sage.ping_pong' needs 'sage.warp_specialize': the consumer warpgroups of a warp-specialised loop take turns}}
+  scf.for %i = %c0 to %n step %c1 : i32 {
+  } {sage.num_stages = 2 : i32, sage.ping_pong}
+  return
+}

@@ -468,3 +468,37 @@ func.func @f() {
   return
 }
 }
+
+// -----
+
+func.func @turn_outside_roles() {
+  // expected-error @+1 {{'sagegpu.warpgroup_turn' op must be in the consumers region of a sagegpu.warp_specialize}}
+  sagegpu.warpgroup_turn {warpgroups = 2 : i32}
+  return
+}
+
+// -----
+
+module attributes {sage.num_warps = 8 : i32} {
+func.func @turn_of_a_missing_warpgroup() {
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+    // expected-error @+1 {{'sagegpu.warpgroup_turn' op only names warpgroup 2 of 2}}
+    sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32, only = 2 : i32}
+  }
+  return
+}
+}
+
+// -----
+
+module attributes {sage.num_warps = 8 : i32} {
+func.func @turns_among_other_warpgroups() {
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+    // expected-error @+1 {{'sagegpu.warpgroup_turn' op takes turns among 3 warpgroups, but the consumers are 2}}
+    sagegpu.warpgroup_turn {warpgroups = 3 : i32}
+  }
+  return
+}
+}

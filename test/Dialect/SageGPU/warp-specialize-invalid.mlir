@@ -219,3 +219,25 @@ func.func @capped(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.d
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+func.func @ping_pong_alone(%a: !sage.ptr<i8> {sage.alignment = 16 : i64}, %n: i64 {sage.divisibility = 16 : i64}, %k: i32) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %z = arith.constant dense<0> : tensor<64x128xi32>
+  // expected-error @+1 {{marked sage.ping_pong needs 2 to 4 consumer warpgroups to take turns, the kernel has 1}}
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<64x128xi32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<64x128xi8>, tensor<128x128xi8> -> tensor<64x128xi32>
+    %s = arith.addi %acc, %p : tensor<64x128xi32>
+    scf.yield %s : tensor<64x128xi32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize, sage.ping_pong}
+  return
+}
+}

@@ -250,3 +250,44 @@ func.func @two_loops_share_rings(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {
+// Ping-pong: the two consumer warpgroups take turns at the loop's matmuls.
+// Warpgroup 1 hands warpgroup 0 the first turn before the loop; each
+// iteration waits for its turn before the dot and passes it on after
+// issuing it; warpgroup 0 takes the last turn passed after the loop.
+// CHECK-LABEL: func.func @ping_pong
+// CHECK: consumers
+// CHECK: sagegpu.warpgroup_turn {only = 1 : i32, pass, warpgroups = 2 : i32}
+// CHECK-NEXT: scf.for
+// CHECK: sagegpu.mbarrier_wait
+// CHECK: sagegpu.warpgroup_turn {warpgroups = 2 : i32}
+// CHECK-NEXT: sagegpu.dot
+// CHECK-NEXT: sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32}
+// CHECK: scf.yield
+// CHECK: sagegpu.warpgroup_turn {only = 0 : i32, warpgroups = 2 : i32}
+func.func @ping_pong(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                     %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                     %c: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                     %k: i32 {sage.divisibility = 16 : i64},
+                     %n: i64 {sage.divisibility = 16 : i64}) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c0l = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i32
+  %z = arith.constant dense<0.0> : tensor<128x128xf32>
+  %r = scf.for %j = %c0 to %k step %c128 iter_args(%acc = %z) -> (tensor<128x128xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %bt = sage.load %b[%c0l, %jj] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %p = sage.matmul %at, %bt contract(1, 1) : tensor<128x128xi8>, tensor<128x128xi8> -> tensor<128x128xi32>
+    %f = arith.sitofp %p : tensor<128x128xi32> to tensor<128x128xf32>
+    %s = arith.addf %acc, %f : tensor<128x128xf32>
+    scf.yield %s : tensor<128x128xf32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize, sage.ping_pong}
+  sage.store %r, %c[%c0l, %c0l] strides [%n, %c1] bounds [%n, %n] : tensor<128x128xf32>, !sage.ptr<f32>
+  return
+}
+}

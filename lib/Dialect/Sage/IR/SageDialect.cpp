@@ -143,6 +143,18 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << name << "' must be a positive integer";
     return success();
   }
+  if (name == kPingPongAttrName) {
+    if (!isa<scf::ForOp>(op))
+      return op->emitError() << "'" << name << "' applies to scf.for only";
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    if (!op->hasAttr(kWarpSpecializeAttrName))
+      return op->emitError()
+             << "'" << name << "' needs '" << kWarpSpecializeAttrName
+             << "': the consumer warpgroups of a "
+                "warp-specialised loop take turns";
+    return success();
+  }
   if (name == kWarpSpecializeAttrName) {
     if (!isa<scf::ForOp>(op))
       return op->emitError() << "'" << name << "' applies to scf.for only";

@@ -358,6 +358,24 @@ LogicalResult DotWaitOp::verify() {
   return success();
 }
 
+LogicalResult WarpgroupTurnOp::verify() {
+  if (std::optional<int32_t> only = getOnly();
+      only && (*only < 0 || *only >= int32_t(getWarpgroups())))
+    return emitOpError() << "only names warpgroup " << *only << " of "
+                         << getWarpgroups();
+  auto ws = (*this)->getParentOfType<WarpSpecializeOp>();
+  if (!ws || !ws.getConsumers().isAncestor((*this)->getParentRegion()))
+    return emitOpError("must be in the consumers region of a "
+                       "sagegpu.warp_specialize: the turns are the consumer "
+                       "warpgroups'");
+  if (ws.getConsumerThreads() !=
+      int64_t(getWarpgroups()) * WarpSpecializeOp::kProducerThreads)
+    return emitOpError() << "takes turns among " << getWarpgroups()
+                         << " warpgroups, but the consumers are "
+                         << ws.getConsumerThreads() / 128;
+  return success();
+}
+
 int64_t WarpSpecializeOp::getConsumerThreadsOf(Operation *op) {
   auto module =
       isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();

@@ -238,6 +238,27 @@ struct Specializer {
       MbarrierArriveOp::create(fb, loc, getRingSlot(fb, loc, empty, at.slot));
     }
     loop->removeAttr(SageDialect::kWarpSpecializeAttrName);
+    if (loop->removeAttr(SageDialect::kPingPongAttrName))
+      takeTurns(loop);
+  }
+
+  /// Ping-pong: each consumer warpgroup waits for its turn before the
+  /// iteration's first wgmma dot and passes it on after issuing the last.
+  void takeTurns(scf::ForOp loop) {
+    Location loc = loop.getLoc();
+    SmallVector<DotOp> dots;
+    for (DotOp dot : loop.getBody()->getOps<DotOp>())
+      if (isWgmma(dot.getMmaKind()))
+        dots.push_back(dot);
+    if (dots.empty())
+      return;
+    int32_t groups = int32_t(WarpSpecializeOp::getConsumerThreadsOf(func) /
+                             WarpSpecializeOp::kProducerThreads);
+    OpBuilder before(dots.front());
+    WarpgroupTurnOp::create(before, loc, groups, /*pass=*/false, IntegerAttr());
+    OpBuilder after(dots.back()->getBlock(),
+                    std::next(dots.back()->getIterator()));
+    WarpgroupTurnOp::create(after, loc, groups, /*pass=*/true, IntegerAttr());
   }
 
   LogicalResult run() {
@@ -267,6 +288,16 @@ struct Specializer {
              << "marked sage.warp_specialize needs whole consumer "
                 "warpgroups: the kernel has "
              << consumerThreads / 32 << " warps";
+    SmallVector<scf::ForOp> pingPong;
+    for (scf::ForOp loop : loops)
+      if (loop->hasAttr(SageDialect::kPingPongAttrName))
+        pingPong.push_back(loop);
+    int64_t groups = consumerThreads / WarpSpecializeOp::kProducerThreads;
+    if (!pingPong.empty() && (groups < 2 || groups > 4))
+      return pingPong.front().emitOpError()
+             << "marked sage.ping_pong needs 2 to 4 consumer warpgroups to "
+                "take turns, the kernel has "
+             << groups;
     for (scf::ForOp loop : loops) {
       FailureOr<SmallVector<LoopCopy>> found = collectCopies(loop);
       if (failed(found))
@@ -350,6 +381,21 @@ struct Specializer {
         o->setDiscardableAttrs(attrs.getDictionary(func.getContext()));
         base = o.getRegionIterArgs().back();
       }
+    }
+    // The last warpgroup hands the first turn to warpgroup 0, which takes
+    // the turn the last iteration passes it after the loops: every named
+    // barrier's arrivals are matched.
+    if (!pingPong.empty()) {
+      auto only = [&](int64_t g) {
+        return IntegerAttr::get(IntegerType::get(func.getContext(), 32), g);
+      };
+      OpBuilder first(pingPong.front());
+      WarpgroupTurnOp::create(first, loc, int32_t(groups), /*pass=*/true,
+                              only(groups - 1));
+      OpBuilder last(pingPong.back()->getBlock(),
+                     std::next(pingPong.back()->getIterator()));
+      WarpgroupTurnOp::create(last, loc, int32_t(groups), /*pass=*/false,
+                              only(0));
     }
     SmallVector<Operation *> maps;
     for (auto [k, loop] : llvm::enumerate(loops)) {

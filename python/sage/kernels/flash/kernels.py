@@ -62,7 +62,7 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
                   CAUSAL: sl.constexpr = False, GROUP: sl.constexpr = 1,
                   STAGES: sl.constexpr = 2, TRANSPOSED_V: sl.constexpr = False,
                   STORE_LSE: sl.constexpr = False,
-                  WARP_SPECIALIZE: sl.constexpr = False):
+                  WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False):
     """O (and LSE) of one block of BLOCK_M query rows of one (batch, head).
 
     ``qk_scale`` (f32) is the softmax scale times log2(e): the logits are
@@ -138,13 +138,14 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     p, m, l, _ = probabilities(scores(0), 0, m, l, True)
     acc = sl.zeros((BLOCK_M, D), sl.float32)
     for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
-                        warp_specialize=WARP_SPECIALIZE):
+                        warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
         s = scores(col)
         acc = accumulate(p, col - BLOCK_N, acc)
         p, m, l, alpha = probabilities(s, col, m, l, False)
         acc = acc * alpha
     for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
-                               num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
+                               num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
+                               ping_pong=PING_PONG):
         s_masked = scores(masked_col)
         acc = accumulate(p, masked_col - BLOCK_N, acc)
         p, m, l, alpha_masked = probabilities(s_masked, masked_col, m, l, True)

@@ -50,7 +50,11 @@ class FlashTiles:
     With ``warp_specialize`` a producer warpgroup beside the ``num_warps``
     consumer warps issues the K and Vᵀ copies (``sl.range(...,
     warp_specialize=True)``; needs ``stages >= 2`` and no ``maxnreg``, since
-    setmaxnreg splits the registers between the roles).
+    setmaxnreg splits the registers between the roles); with ``ping_pong``
+    (and 8 warps, V transposed) the two consumer warpgroups take turns
+    issuing their matmuls, so one's softmax runs under the other's. V read
+    as it is is stored to shared memory between the two matmuls behind a
+    barrier of both warpgroups, which the turn would deadlock.
     """
 
     block_m: int
@@ -60,6 +64,7 @@ class FlashTiles:
     transpose_v: bool = True
     maxnreg: int | None = None
     warp_specialize: bool = False
+    ping_pong: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n"):
@@ -76,6 +81,15 @@ class FlashTiles:
             raise ValueError(f"maxnreg must be None or an int in [24, 255], got {self.maxnreg!r}")
         if not isinstance(self.warp_specialize, bool):
             raise ValueError(f"warp_specialize must be a bool, got {self.warp_specialize!r}")
+        if not isinstance(self.ping_pong, bool):
+            raise ValueError(f"ping_pong must be a bool, got {self.ping_pong!r}")
+        if self.ping_pong and not (self.warp_specialize and self.num_warps == 8
+                                   and self.transpose_v):
+            raise ValueError("ping_pong needs warp_specialize, num_warps=8 (two consumer "
+                             "warpgroups take turns) and transpose_v (V stored between the "
+                             "matmuls would deadlock the turns), got "
+                             f"warp_specialize={self.warp_specialize}, "
+                             f"num_warps={self.num_warps}, transpose_v={self.transpose_v}")
         if self.warp_specialize and (self.stages < 2 or self.maxnreg is not None):
             raise ValueError("warp_specialize needs stages >= 2 and no maxnreg (the producer "
                              f"fills stages ahead; setmaxnreg splits the registers), got "
@@ -84,7 +98,8 @@ class FlashTiles:
     def constexprs(self) -> dict[str, int | bool]:
         """The kernel's block, stage and V-layout constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "STAGES": self.stages,
-                "TRANSPOSED_V": self.transpose_v, "WARP_SPECIALIZE": self.warp_specialize}
+                "TRANSPOSED_V": self.transpose_v, "WARP_SPECIALIZE": self.warp_specialize,
+                "PING_PONG": self.ping_pong}
 
     def options(self) -> dict[str, int | None]:
         """The launch options (``num_warps``, ``maxnreg``)."""
@@ -106,8 +121,11 @@ class FlashTiles:
 #: Without the producer: 194-248 registers (D=64) and 235-255 (D=128), no
 #: spills (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once);
 #: with V as it is (``transpose_v=False``) 242-255, 20 bytes spilled at D=128
-#: causal. On the H100 the producer took the forward from 0.71x to 0.82x
-#: cuDNN at B4 H32 N8K D128 (bench/results/2026-11-26-h100-flash-overlap.md).
+#: causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
+#: the producer took the D=128 forward from 0.74x to 0.81x cuDNN. Ping-pong
+#: (``ping_pong=True``) added 1 % there and 12 % at D=64 (3 % less at D=64
+#: causal); it is not the default until the compiler rejects what would
+#: deadlock it (see :class:`FlashTiles`).
 TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
          128: FlashTiles(128, 128, 2, 8, warp_specialize=True)}
 #: The head dimensions the entry point takes: those with a plan.

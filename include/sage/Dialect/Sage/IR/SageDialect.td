@@ -80,6 +80,10 @@ def Sage_Dialect : Dialect {
     /// issues the loop's copies and consumer warpgroups that run the rest.
     static constexpr ::llvm::StringLiteral kWarpSpecializeAttrName =
         "sage.warp_specialize";
+    /// On an scf.for marked sage.warp_specialize: the consumer warpgroups
+    /// take turns issuing its matmuls (named barriers).
+    static constexpr ::llvm::StringLiteral kPingPongAttrName =
+        "sage.ping_pong";
     /// On a lowered kernel: the warps of its producer warpgroup, launched
     /// after its sage.num_warps consumer warps.
     static constexpr ::llvm::StringLiteral kProducerWarpsAttrName =

@@ -266,6 +266,38 @@ def SageGPU_BarrierOp : SageGPU_Op<"barrier"> {
   let assemblyFormat = "attr-dict";
 }
 
+def SageGPU_WarpgroupTurnOp : SageGPU_Op<"warpgroup_turn"> {
+  let summary = "consumer warpgroups take turns (ping-pong): wait for or pass the turn";
+  let description = [{
+    The `warpgroups` consumer warpgroups of a warp-specialised kernel take
+    turns, in order, issuing a loop's matmuls (FA3's ping-pong), so that one
+    warpgroup's softmax runs while the next one's matmuls keep the tensor
+    cores busy. Warpgroup `g` waits for its turn at named barrier
+    `kFirstBarrier + g` (`bar.sync id, 256`); with `pass` it hands the turn
+    to warpgroup `(g + 1) % warpgroups` (`bar.arrive id', 256`). With `only
+    = k` only warpgroup `k` does it (the last one passes the first turn to
+    warpgroup 0 before the loop; warpgroup 0 takes the extra turn after it,
+    so that every barrier's arrivals are matched). `sagegpu-warp-specialize`
+    places them for loops marked `sage.ping_pong`.
+
+    ```mlir
+    sagegpu.warpgroup_turn {warpgroups = 2 : i32}         // my turn
+    %s = sagegpu.dot ...
+    %o = sagegpu.dot ...
+    sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32}   // the next one's
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<2>, IntMaxValue<4>]>:$warpgroups,
+                   UnitAttr:$pass, OptionalAttr<I32Attr>:$only);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The first named barrier of the turns (0 is the program's, 1 and 2
+    /// the warp roles').
+    static constexpr int64_t kFirstBarrier = 3;
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor cores and tile plumbing
 //===----------------------------------------------------------------------===//
