@@ -335,7 +335,7 @@ def test_compiles_without_spills(library, tmp_path):
         for causal in (False, True):
             for transpose_v, ws in ((True, True), (True, False), (False, False)):
                 plan = FlashTiles(**{**TILES[d].as_dict(), "transpose_v": transpose_v,
-                                     "warp_specialize": ws, "ping_pong": ws})  # +ping-pong
+                                     "warp_specialize": ws, "ping_pong": ws})
                 ptx = library.compile(_ir(d, causal, plan), arch="sm_90a")
                 # A producer warpgroup beside the 8 consumer warps by default.
                 threads = 384 if plan.warp_specialize else 256

@@ -327,9 +327,37 @@ struct InsertBarriersPass
       });
       for (Block &block : func.getFunctionBody())
         inserter.run(block, State(), /*insert=*/true);
-      if (inserter.failed)
+      if (inserter.failed || failed(checkTurns(func)))
         signalPassFailure();
     });
+  }
+
+  /// A barrier of all consumer warps between a warpgroup's wait for its
+  /// ping-pong turn and its pass would deadlock: the warpgroup holding the
+  /// turn waits there for one that waits for the turn.
+  static LogicalResult checkTurns(FunctionOpInterface func) {
+    WalkResult walk = func.walk([](WarpgroupTurnOp turn) {
+      if (turn.getPass() || turn.getOnly())
+        return WalkResult::advance();
+      for (Operation *op = turn->getNextNode(); op; op = op->getNextNode()) {
+        auto next = dyn_cast<WarpgroupTurnOp>(op);
+        if (next && next.getPass())
+          break;
+        Operation *barrier = nullptr;
+        op->walk([&](BarrierOp b) { barrier = b; });
+        if (barrier) {
+          barrier->emitOpError()
+              << "orders all consumer warps inside a ping-pong turn, which "
+                 "would deadlock (the warpgroup holding the turn would wait "
+                 "for one waiting for its turn): the shared-memory accesses "
+                 "that need it must come before the turn's first matmul or "
+                 "after its last";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 };
 

@@ -65,3 +65,22 @@ func.func @ring_slots(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #wg
   return %w : tensor<64x64xi32, #wgmma>
 }
 }
+
+// -----
+
+// A barrier of all consumer warps inside a ping-pong turn would deadlock.
+#blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [8, 1]>
+#shared = #sagegpu.shared<swizzle = 0, bits = 8>
+module attributes {sage.target = "sm_90a", sage.num_warps = 8 : i32} {
+func.func @barrier_in_turn(%t: tensor<64x128xi8, #blocked>) {
+  sagegpu.warp_specialize producer(registers = 40) {
+  } consumers(registers = 232) {
+    sagegpu.warpgroup_turn {warpgroups = 2 : i32}
+    %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #shared>
+    // expected-error @+1 {{'sagegpu.barrier' op orders all consumer warps inside a ping-pong turn, which would deadlock}}
+    %b = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #shared> -> tensor<64x128xi8, #blocked>
+    sagegpu.warpgroup_turn {pass, warpgroups = 2 : i32}
+  }
+  return
+}
+}

@@ -54,7 +54,8 @@ class FlashTiles:
     (and 8 warps, V transposed) the two consumer warpgroups take turns
     issuing their matmuls, so one's softmax runs under the other's. V read
     as it is is stored to shared memory between the two matmuls behind a
-    barrier of both warpgroups, which the turn would deadlock.
+    barrier of both warpgroups, which would deadlock the turns (the
+    compiler rejects it; this check says so first).
     """
 
     block_m: int
@@ -122,10 +123,11 @@ class FlashTiles:
 #: spills (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once);
 #: with V as it is (``transpose_v=False``) 242-255, 20 bytes spilled at D=128
 #: causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
-#: the producer took the D=128 forward from 0.74x to 0.81x cuDNN. Ping-pong
-#: (``ping_pong=True``) added 1 % there and 12 % at D=64 (3 % less at D=64
-#: causal); it is not the default until the compiler rejects what would
-#: deadlock it (see :class:`FlashTiles`).
+#: the producer took the D=128 forward from 0.65-0.74x to 0.81-0.83x cuDNN.
+#: Ping-pong (``ping_pong=True``) is not the default: across three runs it
+#: moved D=128 by -3 to +1 % (the plan timed second in a round gained
+#: either way) and D=64 causal by -7 to +4 %; only D=64 non-causal gained
+#: in every run (+4 to +20 %).
 TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
          128: FlashTiles(128, 128, 2, 8, warp_specialize=True)}
 #: The head dimensions the entry point takes: those with a plan.
