@@ -124,10 +124,10 @@ class FlashTiles:
 #: with V as it is (``transpose_v=False``) 242-255, 20 bytes spilled at D=128
 #: causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
 #: the producer took the D=128 forward from 0.65-0.74x to 0.81-0.83x cuDNN.
-#: Ping-pong (``ping_pong=True``) is not the default: across three runs it
-#: moved D=128 by -3 to +1 % (the plan timed second in a round gained
-#: either way) and D=64 causal by -7 to +4 %; only D=64 non-causal gained
-#: in every run (+4 to +20 %).
+#: Ping-pong (``ping_pong=True``) is not the default: in three runs (each
+#: beside the plan without turns) it moved D=128 by -3 to +1 % and D=64
+#: causal by -7 to +4 %; only D=64 non-causal gained in every run (+4 to
+#: +20 %).
 TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
          128: FlashTiles(128, 128, 2, 8, warp_specialize=True)}
 #: The head dimensions the entry point takes: those with a plan.
