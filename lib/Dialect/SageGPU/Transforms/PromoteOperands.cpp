@@ -477,8 +477,7 @@ Value throughConversions(Value value) {
 /// the first op of its conversions), when it follows the matmul; else null.
 /// The carried value keeps its registers across the back edge, so that op
 /// writes the registers the in-flight wgmma still reads: the wait must
-/// come first, or ptxas hoists its own wait above everything it schedules
-/// the op among (FlashAttention's P(j+1) among the exponentials).
+/// come first (ptxas otherwise serializes the wgmma, warning C7513).
 Operation *nextRegisterA(Operation *matmul, Value lhs) {
   auto arg = dyn_cast<BlockArgument>(throughConversions(lhs));
   Block *body = matmul->getBlock();
@@ -569,8 +568,9 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
       b.setInsertionPoint(at);
     }
     auto wait = DotWaitOp::create(b, loc, ValueRange{product}, 0);
-    // The work before the wait is what runs under this dot (the loop's
-    // next A is computed there): keep ptxas from hoisting the wait above it.
+    // The work before the wait is what runs under this dot (FlashAttention's
+    // exponentials): ptxas would hoist the wait above it whatever the PTX
+    // order; the fence keeps it there.
     if (next)
       wait.setFenced(true);
     promoter.dotWaits.push_back({wait, dot});
