@@ -193,3 +193,30 @@ def test_sigma16_order_round_trip_leaves_the_product_unchanged():
     sl.interpret(_sigma16_pv, 1, [p, vt, o, 30], {})
     want = p.astype(np.int64)[:, :30] @ v.astype(np.int64)[:30]
     np.testing.assert_array_equal(o, want.astype(np.float32))
+
+
+def _fma_kernel(a, out, s, N: sl.constexpr):
+    """out = a * s + column offsets, one rounding (sl.fma broadcasts its operands)."""
+    x = sl.load(a, (16, N), (0, 0), (N, 1), (16, N))
+    col = sl.iota((16, 1), 0).to(sl.float32)
+    sl.store(out, sl.fma(x, s, -col), (0, 0), (N, 1), (16, N))
+
+
+def test_fma_broadcasts_and_rounds_once():
+    n = 32
+    x = RNG.standard_normal((16, n)).astype(np.float32)
+    out = np.zeros_like(x)
+    scale = np.float32(1.4426950408889634)
+    sl.interpret(_fma_kernel, (1,), [x, out, scale], dict(N=n))
+    exact = x.astype(np.float64) * np.float64(scale) - np.arange(16, dtype=np.float64)[:, None]
+    np.testing.assert_array_equal(out, exact.astype(np.float32))
+    ir = sl.trace(_fma_kernel, [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.pointer(sl.float32),
+                                sl.ArgSpec.scalar(sl.float32)], dict(N=n))
+    assert "math.fma" in ir
+
+    def integers(a):
+        sl.fma(sl.iota((16, 1), 0), 2, 3)
+
+    with pytest.raises(sl.CompilationError, match="sl.fma needs float operands, got "
+                                                  "tensor<16x1xi32>"):
+        sl.trace(integers, [sl.ArgSpec.pointer(sl.float32)], {})

@@ -8,7 +8,7 @@ from sage.language.core import (ArgSpec, DType, Int8Scheme, PointerType, TileTyp
                                 constexpr, float16, float32, int1, int8, int8_per_block,
                                 int8_per_channel, int8_per_token, int32, int64, pointer_type)
 from sage.language.diagnostics import CompilationError
-from sage.language.elementwise import (abs, cast, exp, exp2, log, log2, maximum, minimum,
+from sage.language.elementwise import (abs, cast, exp, exp2, fma, log, log2, maximum, minimum,
                                        sqrt, where)
 from sage.language.interpreter import Buffer, interpret
 from sage.language.loops import range
@@ -21,7 +21,7 @@ from sage.language.values import Value
 __all__ = [
     "ArgSpec", "Buffer", "CompilationError", "DType", "Int8Scheme", "PointerType",
     "TileType", "Value", "abs", "absmax", "addptr", "bfloat16", "broadcast", "cast",
-    "constexpr", "dequantize", "exp", "exp2", "float16", "float32", "full", "int1", "int8",
+    "constexpr", "dequantize", "exp", "exp2", "float16", "fma", "float32", "full", "int1", "int8",
     "int8_per_block", "int8_per_channel", "int8_per_token", "int32", "int64", "interpret",
     "iota", "load", "log", "log2", "matmul", "max", "maximum", "min", "minimum",
     "num_programs", "pointer_type", "program_id", "qmatmul", "quantize", "range", "reduce",

@@ -248,6 +248,19 @@ def minimum(a: Operand, b: Operand) -> Value:
     return binary("minimum", a, b)
 
 
+def fma(a: Operand, b: Operand, c: Operand) -> Value:
+    """``a * b + c`` elementwise with one rounding (``math.fma``; floats).
+
+    The operands broadcast to a common shape and type as in ``a * b``.
+    """
+    a, b = promote(a, b)
+    a, c = promote(a, c)
+    b, a = promote(b, a)
+    if a.is_pointer or not a.dtype.is_float:
+        raise error(f"sl.fma needs float operands, got {a.type.mlir}")
+    return Value(a.type, backend().arith("math.fma", [a, b, c], a.type))
+
+
 def exp2(x: Operand) -> Value:
     """Elementwise ``2 ** x`` (floats)."""
     return unary("exp2", x)

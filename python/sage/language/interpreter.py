@@ -79,6 +79,10 @@ _ARITH: dict[str, Callable[..., Any]] = {
     "arith.negf": np.negative, "math.absf": np.abs, "math.absi": np.abs,
     "math.exp2": np.exp2, "math.log2": np.log2, "math.exp": np.exp, "math.log": np.log,
     "math.sqrt": np.sqrt,
+    # One rounding: the f32 product is exact in f64, the sum rounds once to f64
+    # and again to f32 (a double rounding that differs from fma.rn.f32 only
+    # on exact ties).
+    "math.fma": lambda a, b, c: np.asarray(a, np.float64) * b + c,
 }
 _COMPARE = {"olt": np.less, "slt": np.less, "ole": np.less_equal, "sle": np.less_equal,
             "ogt": np.greater, "sgt": np.greater, "oge": np.greater_equal,

@@ -60,4 +60,12 @@ func.func @loop(%x: tensor<16x32xf32>, %n: index) -> tensor<16x32xf32> {
   }
   return %r : tensor<16x32xf32>
 }
+
+// math.fma (sl.fma) runs per held slot and stays one instruction.
+// CHECK-LABEL: func.func @fused
+// CHECK-COUNT-4: math.fma %{{.*}}, %{{.*}}, %{{.*}} : f32
+func.func @fused(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>, %c: tensor<16x32xf32>) -> tensor<16x32xf32> {
+  %r = math.fma %a, %b, %c : tensor<16x32xf32>
+  return %r : tensor<16x32xf32>
+}
 }

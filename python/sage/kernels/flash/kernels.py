@@ -62,11 +62,14 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
                   CAUSAL: sl.constexpr = False, GROUP: sl.constexpr = 1,
                   STAGES: sl.constexpr = 2, TRANSPOSED_V: sl.constexpr = False,
                   STORE_LSE: sl.constexpr = False,
-                  WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False):
+                  WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
+                  POSITIVE_SCALE: sl.constexpr = False):
     """O (and LSE) of one block of BLOCK_M query rows of one (batch, head).
 
     ``qk_scale`` (f32) is the softmax scale times log2(e): the logits are
-    ``s * qk_scale`` in base-2 units. q, k, v and o share their 16-bit type.
+    ``s * qk_scale`` in base-2 units; ``POSITIVE_SCALE`` says it is > 0 (the
+    mask-free blocks then fuse the scaling into each exponent's FFMA). q, k,
+    v and o share their 16-bit type.
     Grid: (ceil(N / BLOCK_M), H, B); the module docstring has the layouts.
     """
     head = sl.program_id(1)
@@ -92,6 +95,16 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     def probabilities(s, col, m, l, MASKED: bool):
         """The online softmax of one key block: 16-bit P, the new row
         statistics and alpha, the factor that rescales O to the new max."""
+        if POSITIVE_SCALE and not MASKED:
+            # A positive scale keeps the order of the logits: the row max is
+            # taken on S and scaled once per row, and each exponent is one
+            # FFMA, s * scale - base (sage.softmax_update scales every
+            # logit first: an FMUL and an FADD per element).
+            new_m = sl.maximum(m, sl.max(s, 1) * qk_scale)
+            base = sl.where(new_m == float("-inf"), 0.0, new_m)
+            p = sl.exp2(sl.fma(s, qk_scale, -base))
+            alpha = sl.exp2(m - base)
+            return p.to(q.dtype.element), new_m, alpha * l + sl.sum(p, 1), alpha
         t = s * qk_scale
         if MASKED:
             # Masked after scaling, so any sign of the scale keeps -inf.

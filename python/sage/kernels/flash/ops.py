@@ -251,8 +251,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         v = _transposed(v)  # its third stride is then that of Vᵀ's D rows
     args = (q, k, v, o, lse, scale * LOG2E, n, n_kv,
             *(x.stride(i) for x in (q, k, v, o) for i in range(3)))
+    # A positive scale (the usual case) lets the kernel take each row max on
+    # the raw logits and fuse the scaling into the exponent's FFMA.
     constexprs = dict(D=d, **plan.constexprs(), CAUSAL=causal, GROUP=heads // kv_heads,
-                      STORE_LSE=return_lse)
+                      STORE_LSE=return_lse, POSITIVE_SCALE=scale > 0)
     grid = plan.grid(n, heads, batch)
     if q.device.type == "cuda":
         FLASH[grid](*args, **constexprs, **plan.options())
