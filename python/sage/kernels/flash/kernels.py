@@ -68,7 +68,7 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
 
     ``qk_scale`` (f32) is the softmax scale times log2(e): the logits are
     ``s * qk_scale`` in base-2 units; ``POSITIVE_SCALE`` says it is > 0 (the
-    mask-free blocks then fuse the scaling into each exponent's FFMA). q, k,
+    softmax then fuses the scaling into each exponent's FFMA). q, k,
     v and o share their 16-bit type.
     Grid: (ceil(N / BLOCK_M), H, B); the module docstring has the layouts.
     """
@@ -92,14 +92,28 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
         kt = load_strided_rows(k_base, col, N_KV, stride_kn, BLOCK_N, D)
         return sl.matmul(qt, kt, contract=(1, 1))
 
+    def masked(x, col):
+        """``x`` with -inf where a key does not exist or, causal, lies past
+        the row: the key tail and the causal diagonal."""
+        keys = sl.iota((1, BLOCK_N), 1) + col
+        if CAUSAL:
+            # Row i sees keys <= i that exist: one compare per element.
+            last = sl.minimum(sl.iota((BLOCK_M, 1), 0) + row, N_KV - 1)
+            return sl.where(keys <= last, x, float("-inf"))
+        # Only the key tail: one add per element.
+        return x + sl.where(keys < N_KV, sl.zeros((1, BLOCK_N), sl.float32), float("-inf"))
+
     def probabilities(s, col, m, l, MASKED: bool):
         """The online softmax of one key block: 16-bit P, the new row
         statistics and alpha, the factor that rescales O to the new max."""
-        if POSITIVE_SCALE and not MASKED:
-            # A positive scale keeps the order of the logits: the row max is
-            # taken on S and scaled once per row, and each exponent is one
-            # FFMA, s * scale - base (sage.softmax_update scales every
-            # logit first: an FMUL and an FADD per element).
+        if POSITIVE_SCALE:
+            # A positive scale keeps the order of the logits (and -inf): the
+            # mask and the row max work on S, the max is scaled once per
+            # row, and each exponent is one FFMA, s * scale - base
+            # (sage.softmax_update scales every logit first: an FMUL and an
+            # FADD per element).
+            if MASKED:
+                s = masked(s, col)
             new_m = sl.maximum(m, sl.max(s, 1) * qk_scale)
             base = sl.where(new_m == float("-inf"), 0.0, new_m)
             p = sl.exp2(sl.fma(s, qk_scale, -base))
@@ -107,16 +121,8 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
             return p.to(q.dtype.element), new_m, alpha * l + sl.sum(p, 1), alpha
         t = s * qk_scale
         if MASKED:
-            # Masked after scaling, so any sign of the scale keeps -inf.
-            keys = sl.iota((1, BLOCK_N), 1) + col
-            if CAUSAL:
-                # Row i sees keys <= i that exist: one compare per element.
-                last = sl.minimum(sl.iota((BLOCK_M, 1), 0) + row, N_KV - 1)
-                t = sl.where(keys <= last, t, float("-inf"))
-            else:
-                # Only the key tail: one add per element.
-                t = t + sl.where(keys < N_KV, sl.zeros((1, BLOCK_N), sl.float32),
-                                 float("-inf"))
+            # Masked after scaling, so a negative or zero scale keeps -inf.
+            t = masked(t, col)
         p, m, l, alpha, p_max = sl.softmax_update(t, m, l)
         return p.to(q.dtype.element), m, l, alpha
 
