@@ -53,6 +53,23 @@ start=$(date +%s%N)
 bash scripts/build-binding.sh "$SAGE_BINDING_DIR" || exit 1
 echo "binding build: $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$OUT/device.txt"
 
+# Writes the Nsight Compute report /tmp/NAME.ncu-rep under $OUT as text: its
+# details (stall reasons included) as NAME.txt and, when SASS names kernels
+# (an ncu -k filter, or "all"), their per-SASS-instruction source page as
+# NAME-sass.csv.
+ncu_export() {
+  local name=$1 sass=${2:-} files=("$OUT/$1.txt")
+  ncu -i "/tmp/$name.ncu-rep" --page details --print-details all > "$OUT/$name.txt" 2>&1
+  if [ -n "$sass" ]; then
+    local filter=()
+    [ "$sass" = all ] || filter=(-k "$sass")
+    ncu -i "/tmp/$name.ncu-rep" "${filter[@]}" --page source --print-source sass --csv \
+      > "$OUT/$name-sass.csv" 2>&1
+    files+=("$OUT/$name-sass.csv")
+  fi
+  ls -l "${files[@]}"
+}
+
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests example jit)
 status=0
@@ -97,20 +114,14 @@ for stage in "${stages[@]}"; do
           --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
           --section ComputeWorkloadAnalysis --section SourceCounters --import-source no \
           -f -o "/tmp/profile-d$d" python3 bench/kernel_profile.py --d "$d" 2>&1 | tail -n 3
-        ncu -i "/tmp/profile-d$d.ncu-rep" --page details --print-details all \
-          > "$OUT/profile-d$d.txt" 2>&1
-        ncu -i "/tmp/profile-d$d.ncu-rep" --page source --print-source sass --csv \
-          > "$OUT/profile-d$d-sass.csv" 2>&1
-        ls -l "$OUT/profile-d$d.txt" "$OUT/profile-d$d-sass.csv"
+        ncu_export "profile-d$d" all
       done ;;
     gemm-profile)
       # Launches 0-1 warm up (sage compiles); 2 is sage's bf16 GEMM, 3 cuBLAS's.
       ncu --launch-skip 2 --launch-count 2 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
         --section Occupancy -f -o /tmp/gemm-profile python3 bench/gemm_profile.py 2>&1 | tail -n 3
-      ncu -i /tmp/gemm-profile.ncu-rep --page details --print-details all \
-        > "$OUT/gemm-profile.txt" 2>&1
-      ls -l "$OUT/gemm-profile.txt" ;;
+      ncu_export gemm-profile ;;
     flash-profile)
       # Attention kernels 0-1 warm up (sage compiles); 2 is sage's forward, 3 cuDNN's.
       # shellcheck disable=SC2086
@@ -119,11 +130,7 @@ for stage in "${stages[@]}"; do
         --section WarpStateStats --section InstructionStats --section SourceCounters \
         --section LaunchStats --section Occupancy -f -o /tmp/flash-profile \
         python3 bench/flash_profile.py ${SAGE_FLASH_PROFILE_ARGS:-} 2>&1 | tail -n 3
-      ncu -i /tmp/flash-profile.ncu-rep --page details --print-details all \
-        > "$OUT/flash-profile.txt" 2>&1
-      ncu -i /tmp/flash-profile.ncu-rep -k regex:flash_forward --page source --print-source sass \
-        --csv > "$OUT/flash-profile-sass.csv" 2>&1
-      ls -l "$OUT/flash-profile.txt" "$OUT/flash-profile-sass.csv" ;;
+      ncu_export flash-profile regex:flash_forward ;;
     training|training-ablations)
       suite=main; [ "$stage" = training ] || suite=ablations
       # shellcheck disable=SC2086

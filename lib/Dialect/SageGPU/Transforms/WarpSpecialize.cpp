@@ -53,6 +53,8 @@ struct Specializer {
   SmallVector<scf::ForOp> outer;
   /// Each marked loop's copies, in the order of the rings.
   SmallVector<SmallVector<LoopCopy>> copies;
+  /// The consumer warpgroups (the ones that take turns with ping-pong).
+  int64_t groups = 0;
 
   /// Whether `block` is the function's body or the body of an outer loop.
   bool isNestBlock(Block *block) {
@@ -252,13 +254,13 @@ struct Specializer {
         dots.push_back(dot);
     if (dots.empty())
       return;
-    int32_t groups = int32_t(WarpSpecializeOp::getConsumerThreadsOf(func) /
-                             WarpSpecializeOp::kProducerThreads);
     OpBuilder before(dots.front());
-    WarpgroupTurnOp::create(before, loc, groups, /*pass=*/false, IntegerAttr());
+    WarpgroupTurnOp::create(before, loc, int32_t(groups), /*pass=*/false,
+                            IntegerAttr());
     OpBuilder after(dots.back()->getBlock(),
                     std::next(dots.back()->getIterator()));
-    WarpgroupTurnOp::create(after, loc, groups, /*pass=*/true, IntegerAttr());
+    WarpgroupTurnOp::create(after, loc, int32_t(groups), /*pass=*/true,
+                            IntegerAttr());
   }
 
   LogicalResult run() {
@@ -292,7 +294,7 @@ struct Specializer {
     for (scf::ForOp loop : loops)
       if (loop->hasAttr(SageDialect::kPingPongAttrName))
         pingPong.push_back(loop);
-    int64_t groups = consumerThreads / WarpSpecializeOp::kProducerThreads;
+    groups = consumerThreads / WarpSpecializeOp::kProducerThreads;
     if (!pingPong.empty() && (groups < 2 || groups > 4))
       return pingPong.front().emitOpError()
              << "marked sage.ping_pong needs 2 to 4 consumer warpgroups to "

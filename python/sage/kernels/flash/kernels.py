@@ -136,6 +136,15 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
             vt = load_strided_rows(v_base, col, N_KV, stride_vn, BLOCK_N, D)
         return sl.matmul(p, vt, contract=(1, 1) if TRANSPOSED_V else (1, 0), acc=acc)
 
+    def trip(col, p, m, l, acc, MASKED: bool):
+        """One trip of the skewed loop: QKᵀ of the block at ``col``, then
+        P·V of the block before, then the softmax of ``col``'s block (which
+        waits for the first matmul only), then O rescaled."""
+        s = scores(col)
+        acc = accumulate(p, col - BLOCK_N, acc)
+        p, m, l, alpha = probabilities(s, col, m, l, MASKED)
+        return p, m, l, acc * alpha
+
     # Key blocks before `unmasked` need no mask: every key exists and, when
     # causal, every row of the block sees every key. Blocks from there to
     # `stop` are masked (the key tail, the causal diagonal).
@@ -158,17 +167,11 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV,
     acc = sl.zeros((BLOCK_M, D), sl.float32)
     for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
                         warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-        s = scores(col)
-        acc = accumulate(p, col - BLOCK_N, acc)
-        p, m, l, alpha = probabilities(s, col, m, l, False)
-        acc = acc * alpha
+        p, m, l, acc = trip(col, p, m, l, acc, False)
     for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
                                num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
                                ping_pong=PING_PONG):
-        s_masked = scores(masked_col)
-        acc = accumulate(p, masked_col - BLOCK_N, acc)
-        p, m, l, alpha_masked = probabilities(s_masked, masked_col, m, l, True)
-        acc = acc * alpha_masked
+        p, m, l, acc = trip(masked_col, p, m, l, acc, True)
     acc = accumulate(p, ((stop - 1) // BLOCK_N) * BLOCK_N, acc)
     # Every row sees key 0 (Nkv >= 1), so l > 0: one reciprocal per row and a
     # multiply per element instead of a division per element.
