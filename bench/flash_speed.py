@@ -31,8 +31,9 @@ case, and the speed ratios t_other / t_sage (above 1: sage faster) against
 cuDNN and flash; issue #11's bar is sage >= 0.95x cuDNN at B4 H32 N8K D128,
 causal and not (the default plan only). ``--sage-tiles`` (repeatable) times
 sage at other plans as well (``BMxBN:STAGES:WARPS`` with ``:vt`` (V
-transposed first, the default) or ``:v`` (V as it is) and ``:rN`` (at most N
-registers)); without it, the default blocks with V as it is
+transposed first, the default) or ``:v`` (V as it is), ``:rN`` (at most N
+registers), ``:ws`` (a producer warpgroup), ``:pp`` (ping-pong) and ``:ps``
+(persistent)); without it, the default blocks with V as it is
 (``128x128:2:8:v``) are timed besides, ``--sage-tiles none`` times none.
 """
 
@@ -69,7 +70,7 @@ CHECK_TOL = 1e-2
 #: blocks with ping-pong, without the producer warpgroup, and with V read as
 #: it is (no Vᵀ copy, V through registers).
 EXTRA_TILES = ("128x128:2:8:vt:ws:pp", "128x128:2:8:vt", "128x128:2:8:v")
-TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?(:pp)?")
+TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?(:pp)?(:ps)?")
 #: Heads of the float64 reference computed at once (their logits: 4 x N² doubles).
 REF_HEADS = 4
 
@@ -102,15 +103,15 @@ def flash_cases(quick: bool = False) -> list[FlashCase]:
 def parse_tiles(spec: str) -> dict[str, Any]:
     """``"128x64:2:8:v:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
     num_warps, transpose_v (``:vt``, the default, or ``:v``), maxnreg (``:rN``),
-    warp_specialize (``:ws``), ping_pong (``:pp``))."""
+    warp_specialize (``:ws``), ping_pong (``:pp``), persistent (``:ps``))."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp]")
-    bm, bn, stages, warps, v_form, maxnreg, ws, pp = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps]")
+    bm, bn, stages, warps, v_form, maxnreg, ws, pp, ps = match.groups()
     return {"block_m": int(bm), "block_n": int(bn), "stages": int(stages),
             "num_warps": int(warps), "transpose_v": v_form != "v",
             "maxnreg": None if maxnreg is None else int(maxnreg), "warp_specialize": bool(ws),
-            "ping_pong": bool(pp)}
+            "ping_pong": bool(pp), "persistent": bool(ps)}
 
 
 def tiles_spec(tiles: dict[str, Any]) -> str:
@@ -119,7 +120,8 @@ def tiles_spec(tiles: dict[str, Any]) -> str:
     text += ":vt" if tiles["transpose_v"] else ":v"
     text += f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else ""
     text += ":ws" if tiles.get("warp_specialize") else ""
-    return text + (":pp" if tiles.get("ping_pong") else "")
+    text += ":pp" if tiles.get("ping_pong") else ""
+    return text + (":ps" if tiles.get("persistent") else "")
 
 
 def sage_tiles_arg(text: str) -> str:
@@ -139,7 +141,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp]",
+                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(
@@ -288,7 +290,8 @@ def render(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[str, Any]],
                f"(default plan only): sage >= {BAR_AT_LEAST}x cuDNN at B4 H32 N8K D128, "
                "causal and not. Tiles: `:vt` V transposed by the call before the kernel "
                "(timed), `:v` V read as it is, `:ws` a producer warpgroup issues the copies, `:pp` "
-               "the consumer warpgroups take turns (ping-pong). Check: rel-L2 of O <= "
+               "the consumer warpgroups take turns (ping-pong), `:ps` one program per SM walks the "
+               "tiles (persistent). Check: rel-L2 of O <= "
                f"{CHECK_TOL:g} vs float64 attention.")
 
 

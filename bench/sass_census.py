@@ -358,6 +358,17 @@ def work_loops(loops: Sequence[Loop]) -> list[Loop]:
                        for other in work)]
 
 
+def local_memory_in_loops(sass: str) -> int:
+    """LDL/STL instructions inside the work loops of every function in
+    ``sass`` (spills that cost every trip; those outside cost once)."""
+    count = 0
+    for function in parse_sass(sass):
+        by_address = {i.address: i for i in function.instructions}
+        for loop in work_loops(find_loops(function)):
+            count += sum(by_address[a].base in ("LDL", "STL") for a in loop.addresses)
+    return count
+
+
 # ---------------------------------------------------------------------------
 # Counting
 

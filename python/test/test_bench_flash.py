@@ -49,11 +49,14 @@ def test_tile_plans():
     plan = flash.parse_tiles(" 128x64:3:8:v:r200")
     assert plan == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
                     "transpose_v": False, "maxnreg": 200, "warp_specialize": False,
-                    "ping_pong": False}
+                    "ping_pong": False, "persistent": False}
     assert flash.tiles_spec(plan) == "128x64:3:8:v:r200"
     assert flash.parse_tiles("128x128:2:8:ws")["warp_specialize"]
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws")) == "128x128:2:8:vt:ws"
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp")) == "128x128:2:8:vt:ws:pp"
+    assert flash.parse_tiles("128x128:2:8:ws:ps")["persistent"]
+    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp:ps")) == \
+        "128x128:2:8:vt:ws:pp:ps"
     assert flash.parse_tiles("128x128:2:8")["transpose_v"]  # the library's default
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8")) == "128x128:2:8:vt"
     assert flash.tiles_spec(flash.parse_tiles("64x64:2:4:vt")) == "64x64:2:4:vt"

@@ -163,6 +163,22 @@ def test_store_type_and_atomic():
     expect_error(atomic, [F16, N], {}, r"atomic_add stores need f32", "# HERE")
 
 
+def test_view_entries():
+    """A view has 2 to 5 entries (up to 3 leading dimensions), as many
+    offsets as strides and bounds."""
+    def too_many(a, n):
+        sl.load(a, (4, 4), (0,) * 6, (1,) * 6, (n,) * 6)  # HERE
+
+    expect_error(too_many, [F16, N], {}, r"offsets must be a tuple of 2 to 5 entries \(up to 3 "
+                 r"leading dimensions, then one per tile dimension\)", "# HERE")
+
+    def uneven(a, n):
+        sl.store(a, sl.zeros((4, 4), sl.float16), (0, 0, 0), (4, 1), (n, n, 4))  # HERE
+
+    expect_error(uneven, [F16, N], {}, r"offsets, strides and bounds must have one entry per "
+                 r"view dimension, got 3, 2 and 3", "# HERE")
+
+
 def test_quantize_errors():
     def integer(a, n):
         sl.quantize(sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4)), sl.int8_per_block)  # HERE

@@ -136,6 +136,27 @@ def test_loop_zero_trips_and_loop_variables():
     assert out[0] == 0
 
 
+def test_leading_dimensions_and_loops_in_helpers():
+    """A load with leading dimensions (batch, head) reads the tile of that
+    batch and head; a loop inside a nested helper function (a persistent
+    kernel's per-tile body) carries that function's values."""
+    def kernel(x, out, B, H, n):
+        def tile(b, h):
+            acc = sl.zeros((1, 4), sl.float32)
+            for i in sl.range(0, n):
+                acc = acc + sl.load(x, (1, 4), (b, h, i, 0), (H * n * 4, n * 4, 4, 1),
+                                    (B, H, n, 4))
+            sl.store(out, acc, (b, h, 0, 0), (H * 4, 4, 1, 1), (B, H, 1, 4))
+
+        for t in sl.range(sl.program_id(0), B * H, sl.num_programs(0)):
+            tile(t // H, t % H)
+
+    x = np.arange(2 * 3 * 5 * 4, dtype=np.float32)
+    out = np.zeros(2 * 3 * 4, np.float32)
+    sl.interpret(kernel, 2, [x, out, 2, 3, 5], {})
+    np.testing.assert_array_equal(out.reshape(2, 3, 4), x.reshape(2, 3, 5, 4).sum(axis=2))
+
+
 def test_grid_covers_three_axes():
     def kernel(out):
         p = (sl.program_id(2) * sl.num_programs(1) + sl.program_id(1)) * sl.num_programs(0) \

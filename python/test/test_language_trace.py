@@ -123,6 +123,21 @@ def test_loop_bounds_widen_to_i64():
     check(text, r"arith.constant 0 : i64", r"scf.for %\d+ = %\d+ to %n step .* : i64")
 
 
+def test_leading_dimensions_are_view_entries():
+    """The batch and head of a view are its first offsets, strides and
+    bounds; sage-opt accepts the ops."""
+    def kernel(x, b, h, n):
+        t = sl.load(x, (16, 16), (b, h, 0, 0), (n * 256, 256, 16, 1), (2, 4, n, 16))
+        sl.store(x, t, (b, h, 16, 0), (n * 256, 256, 16, 1), (2, 4, n, 16))
+
+    text = sl.trace(kernel, [sl.ArgSpec.pointer(sl.float32)] + [sl.ArgSpec.scalar(sl.int32)] * 3,
+                    {})
+    check(text, r"sage.load %x\[%\d+, %\d+, %\d+, %\d+\] strides \[(%\w+, ){3}%\w+\] "
+                r"bounds \[(%\w+, ){3}%\w+\]",
+          r"sage.store %\d+, %x\[(%\d+, ){3}%\d+\]")
+    assert sage_opt(text).returncode == 0
+
+
 def test_num_stages_is_recorded_on_the_loop():
     """sl.range(..., num_stages=S) becomes the scf.for's sage.num_stages (S >
     1); sage-opt accepts it, and the interpreter runs the loop as it is."""

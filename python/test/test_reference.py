@@ -678,6 +678,29 @@ def test_store_atomic_add():
         ref.store(np.zeros(4, np.float32), np.ones((1, 1)), (0, 0), (1, 1), (1, 1))
 
 
+def test_leading_dimensions():
+    """Leading dimensions (a batch and a head) pick one index each and move the
+    base; an index outside its bound empties the tile (loads read 0, stores
+    drop it)."""
+    buf = np.arange(2 * 3 * 4, dtype=np.float32)  # (2, 3, 4): batch, row, col
+    tile = ref.load(buf, (1, 1, 1), (12, 4, 1), (2, 3, 4), (2, 2))
+    np.testing.assert_array_equal(tile, [[17, 18], [21, 22]])
+    np.testing.assert_array_equal(tile, ref.load(buf[12:], (1, 1), (4, 1), (3, 4), (2, 2)))
+    for batch in (-1, 2):
+        assert not ref.load(buf, (batch, 0, 0), (12, 4, 1), (2, 3, 4), (2, 2)).any()
+    heads = ref.load(buf, (1, 0, 2, 0), (12, 0, 4, 1), (2, 5, 3, 4), (1, 4))  # stride 0
+    np.testing.assert_array_equal(heads, [[20, 21, 22, 23]])
+    out = np.zeros(24, np.float32)
+    ref.store(out, np.ones((1, 2), np.float32), (1, 2, 1), (12, 4, 1), (2, 3, 4))
+    assert out.nonzero()[0].tolist() == [21, 22]
+    ref.store(out, np.ones((1, 2), np.float32), (2, 0, 0), (12, 4, 1), (2, 3, 4))
+    assert out.sum() == 2
+    with pytest.raises(ValueError, match="2 to 5 entries each, as many of each, got 3, 2 and 3"):
+        ref.load(buf, (0, 0, 0), (4, 1), (2, 3, 4), (1, 1))
+    with pytest.raises(ValueError, match="got 6, 6 and 6"):
+        ref.load(buf, (0,) * 6, (1,) * 6, (1,) * 6, (1, 1))
+
+
 def test_memory_errors():
     with pytest.raises(ValueError, match="1-D"):
         ref.load(np.zeros((2, 2)), (0, 0), (2, 1), (2, 2), (2, 2))

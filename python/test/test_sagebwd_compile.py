@@ -44,16 +44,6 @@ SPILLS_OUTSIDE_LOOPS = {
 }
 
 
-def _local_memory_in_loops(sass: str) -> int:
-    """LDL/STL instructions inside the work loops of every function in ``sass``."""
-    count = 0
-    for function in census.parse_sass(sass):
-        by_address = {i.address: i for i in function.instructions}
-        for loop in census.work_loops(census.find_loops(function)):
-            count += sum(by_address[a].base in ("LDL", "STL") for a in loop.addresses)
-    return count
-
-
 def _variants(name: str):
     flags = FLAGS[name]
     for values in itertools.product([False, True], repeat=len(flags)):
@@ -99,6 +89,7 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
             continue
         if any(spills) and SPILLS_OUTSIDE_LOOPS.get((name, d), lambda _: False)(flags):
             if sass is not None:
-                assert _local_memory_in_loops(sass) == 0, (flags, "spills inside a loop", log)
+                assert census.local_memory_in_loops(sass) == 0, \
+                    (flags, "spills inside a loop", log)
             continue
         assert not any(spills), (flags, log)

@@ -5,6 +5,7 @@
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Dialect/Sage/IR/LeadingDims.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
@@ -130,6 +131,10 @@ struct ConvertSageToLLVMPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
+    // Loads and stores address 2-D views (sagegpu-promote-operands folds
+    // the leading dimensions it does not give to tensor maps; this covers
+    // pipelines without it).
+    foldLeadingDims(module);
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
     std::optional<TargetInfo> gpu = SageDialect::getTarget(module);

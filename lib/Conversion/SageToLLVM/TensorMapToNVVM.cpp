@@ -78,19 +78,29 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
                                     ValueRange{offset});
     Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, map);
 
-    // The view as bytes: {inner bytes, outer rows}; a box is one swizzle
-    // width of `box[outer]` rows.
+    // The view as bytes: {inner bytes, outer rows, leading dimensions
+    // innermost first}; a box is one swizzle width of `box[outer]` rows
+    // and one index of each leading dimension.
     int64_t inner = op.getInner(), outer = 1 - inner;
+    int64_t leading = op.getNumLeading();
+    ValueRange bounds = adaptor.getBounds(), strides = adaptor.getStrides();
     int64_t elemBytes =
         op.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
-    std::array<Value, 2> globalDims = {
-        toI32(arith::MulIOp::create(rw, loc, adaptor.getBounds()[inner],
+    SmallVector<Value> globalDims = {
+        toI32(arith::MulIOp::create(rw, loc, bounds[leading + inner],
                                     i64Const(elemBytes))),
-        toI32(adaptor.getBounds()[outer])};
-    std::array<Value, 2> boxDims = {c.constant(op.getSwizzle()),
-                                    c.constant(op.getBox()[outer])};
-    Value rowStride = arith::MulIOp::create(
-        rw, loc, adaptor.getStrides()[outer], i64Const(elemBytes));
+        toI32(bounds[leading + outer])};
+    SmallVector<Value> boxDims = {c.constant(op.getSwizzle()),
+                                  c.constant(op.getBox()[outer])};
+    // Byte strides of dimensions 1 and up (dimension 0's is one byte).
+    SmallVector<Value> byteStrides = {arith::MulIOp::create(
+        rw, loc, strides[leading + outer], i64Const(elemBytes))};
+    for (int64_t l = leading - 1; l >= 0; --l) {
+      globalDims.push_back(toI32(bounds[l]));
+      boxDims.push_back(c.constant(1));
+      byteStrides.push_back(
+          arith::MulIOp::create(rw, loc, strides[l], i64Const(elemBytes)));
+    }
 
     // Warp 0 (of the role that runs the op) zeroes the staging bytes, lane
     // 0 fills in every field.
@@ -123,23 +133,26 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     // rank holds the rank minus one; bytes (U8), no interleave, the map's
     // swizzle, zero fill.
     int swizzleMode = int(layout::getTmaSwizzleMode(op.getSwizzle()));
-    for (auto [name, value] : {std::pair<StringRef, int>{"rank", 1},
-                               {"elemtype", 0},
-                               {"interleave_layout", 0},
-                               {"swizzle_mode", swizzleMode},
-                               {"fill_mode", 0}})
+    for (auto [name, value] :
+         {std::pair<StringRef, int>{"rank", int(globalDims.size()) - 1},
+          {"elemtype", 0},
+          {"interleave_layout", 0},
+          {"swizzle_mode", swizzleMode},
+          {"fill_mode", 0}})
       inlinePtx(rw, loc, Type(), {staging, lane0},
                 ("@$1 tensormap.replace.tile." + name +
                  ".shared::cta.b1024.b32 [$0], " + Twine(value) + ";")
                     .str(),
                 "r,b");
-    for (int64_t d = 0; d < 2; ++d) {
-      field("box_dim", d, boxDims[d], "r");
-      field("global_dim", d, globalDims[d], "r");
+    for (auto [d, dims] : llvm::enumerate(llvm::zip(globalDims, boxDims))) {
+      field("box_dim", d, std::get<1>(dims), "r");
+      field("global_dim", d, std::get<0>(dims), "r");
       field("element_stride", d, c.constant(1), "r");
     }
-    // Dimension 0's stride is implied (one byte); field 0 is dimension 1's.
-    field("global_stride", 0, rowStride, "l");
+    // Dimension 0's stride is implied (one byte); field d is dimension
+    // d+1's.
+    for (auto [d, stride] : llvm::enumerate(byteStrides))
+      field("global_stride", d, stride, "l");
     inlinePtx(rw, loc, Type(), {}, "bar.warp.sync -1;", "");
     inlinePtx(rw, loc, Type(), {mapAddress, staging, warp0},
               "@$2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::"
@@ -186,6 +199,34 @@ struct MbarrierInitLowering
   }
 };
 
+/// The leading indices of a TMA copy as i32 coordinates, innermost first
+/// (the map's dimensions 2 and up).
+template <typename Adaptor>
+SmallVector<Value> leadingCoordinates(OpBuilder &b, Location loc,
+                                      Adaptor adaptor) {
+  SmallVector<Value> coords;
+  for (Value index : llvm::reverse(adaptor.getLeading()))
+    coords.push_back(
+        arith::TruncIOp::create(b, loc, b.getI32Type(), index).getResult());
+  return coords;
+}
+
+/// "$first, $first+1, ...": the operands of `rank` coordinates.
+std::string coordinateList(int64_t rank, int64_t first) {
+  std::string list;
+  for (int64_t d = 0; d < rank; ++d)
+    list += (d ? ", $" : "$") + std::to_string(first + d);
+  return list;
+}
+
+/// ",r" per coordinate.
+std::string coordinateConstraints(int64_t rank) {
+  std::string constraints;
+  for (int64_t d = 0; d < rank; ++d)
+    constraints += ",r";
+  return constraints;
+}
+
 /// The slabs of a TMA copy between `tile` (a swizzled shared tile of `type`
 /// at shared address `base`) and the box of `map` at (`outer`, `inner`):
 /// calls `fn(sharedAddress, innerByte, outerRow)` once per swizzle-wide slab
@@ -228,15 +269,23 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
               "r,r,b");
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
+    SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
     forEachSlab(rw, loc, c, type, addressOf(rw, loc, adaptor.getDest()),
                 adaptor.getOuter(), adaptor.getInner(),
                 [&](Value dest, Value x, Value y) {
-                  inlinePtx(rw, loc, Type(),
-                            {dest, mapAddress, x, y, bar, first},
-                            "@$5 cp.async.bulk.tensor.2d.shared::cluster."
-                            "global.tile.mbarrier::complete_tx::bytes [$0], "
-                            "[$1, {$2, $3}], [$4];",
-                            "r,l,r,r,r,b");
+                  SmallVector<Value> operands{dest, mapAddress, x, y};
+                  llvm::append_range(operands, leading);
+                  int64_t rank = 2 + leading.size();
+                  operands.append({bar, first});
+                  inlinePtx(rw, loc, Type(), operands,
+                            ("@$" + Twine(rank + 3) + " cp.async.bulk.tensor." +
+                             Twine(rank) +
+                             "d.shared::cluster.global.tile.mbarrier::"
+                             "complete_tx::bytes [$0], [$1, {" +
+                             coordinateList(rank, 2) + "}], [$" +
+                             Twine(rank + 2) + "];")
+                                .str(),
+                            "r,l" + coordinateConstraints(rank) + ",r,b");
                 });
     rw.eraseOp(op);
     return success();
@@ -252,13 +301,22 @@ struct TmaStoreLowering : public OpConversionPattern<sagegpu::TmaStoreOp> {
     Value first = isLeader(c, op);
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
+    SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
     forEachSlab(rw, loc, c, op.getSource().getType(),
                 addressOf(rw, loc, adaptor.getSource()), adaptor.getOuter(),
                 adaptor.getInner(), [&](Value src, Value x, Value y) {
-                  inlinePtx(rw, loc, Type(), {mapAddress, x, y, src, first},
-                            "@$4 cp.async.bulk.tensor.2d.global.shared::cta."
-                            "bulk_group [$0, {$1, $2}], [$3];",
-                            "l,r,r,r,b");
+                  SmallVector<Value> operands{mapAddress, x, y};
+                  llvm::append_range(operands, leading);
+                  int64_t rank = 2 + leading.size();
+                  operands.append({src, first});
+                  inlinePtx(rw, loc, Type(), operands,
+                            ("@$" + Twine(rank + 2) + " cp.async.bulk.tensor." +
+                             Twine(rank) +
+                             "d.global.shared::cta.bulk_group [$0, {" +
+                             coordinateList(rank, 1) + "}], [$" +
+                             Twine(rank + 1) + "];")
+                                .str(),
+                            "l" + coordinateConstraints(rank) + ",r,b");
                 });
     // The tile's bytes are free once the engine has read them (its writes
     // to global memory complete on their own).

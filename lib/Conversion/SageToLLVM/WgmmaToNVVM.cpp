@@ -32,27 +32,47 @@ struct DescriptorBuilder {
       : c(&c), tile(std::move(tile)) {}
 
   /// The descriptor of the block starting at (row, k) (constants beyond the
-  /// thread's warpgroup rows).
+  /// thread's warpgroup rows). The start address field counts 16 bytes and
+  /// every shared address fits it, so a block whose offset adds to the
+  /// thread's part is the origin's descriptor plus offset / 16: one add (in
+  /// the uniform datapath, where wgmma reads descriptors) instead of the
+  /// address's shift, mask and merge once per block.
   Value at(int32_t row, int32_t k) {
     OpBuilder &b = c->b;
     Location loc = c->loc;
-    Value offset = thread ? SharedTileAccess::combine(*c, thread, mask,
-                                                      tile.byteOffset(row, k))
-                          : c->constant(tile.byteOffset(row, k));
-    Value addr = arith::ExtUIOp::create(b, loc, b.getI64Type(),
-                                        tile.access.address(b, loc, offset));
-    auto i64 = [&](int64_t v) {
-      return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-    };
-    Value start = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, addr, i64(4)), i64(0x3FFF));
-    return arith::OrIOp::create(b, loc, start, i64(fields));
+    int64_t byteOffset = tile.byteOffset(row, k);
+    if (thread && (mask & byteOffset) != 0)
+      return encode(SharedTileAccess::combine(*c, thread, mask, byteOffset));
+    if (!origin)
+      origin = encode(thread ? thread : c->constant(0));
+    if (byteOffset == 0)
+      return origin;
+    return arith::AddIOp::create(b, loc, origin, i64(byteOffset >> 4));
   }
 
   ThreadCoords *c;
   OperandTile tile;
   int64_t fields = 0, mask = 0;
   Value thread; // null: no per-thread part
+
+private:
+  Value i64(int64_t v) {
+    return arith::ConstantOp::create(c->b, c->loc, c->b.getI64IntegerAttr(v));
+  }
+
+  /// The descriptor of the block at byte `offset` of the tile.
+  Value encode(Value offset) {
+    OpBuilder &b = c->b;
+    Location loc = c->loc;
+    Value addr = arith::ExtUIOp::create(b, loc, b.getI64Type(),
+                                        tile.access.address(b, loc, offset));
+    Value start = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, addr, i64(4)), i64(0x3FFF));
+    return arith::OrIOp::create(b, loc, start, i64(fields));
+  }
+
+  /// The descriptor of the thread's origin (offset 0 past its part).
+  Value origin;
 };
 
 /// One wgmma with A from registers (four 32-bit words) and B from `descB`,

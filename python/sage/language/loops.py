@@ -220,12 +220,26 @@ class _Rewriter(ast.NodeTransformer):
         self.is_range = is_range
         self.filename = filename
         self.count = 0
+        self._scope(function)
+
+    def _scope(self, function: ast.FunctionDef) -> None:
+        """Loops see the names of their innermost enclosing function: its
+        parameters, what it assigns and what it reads."""
         args = function.args
         self.params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
         self.params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
         self.stores = _stored_names(function.body)
         self.loads = [n for n in ast.walk(function) if isinstance(n, ast.Name)
                       and isinstance(n.ctx, ast.Load)]
+
+    def visit_FunctionDef(self, function: ast.FunctionDef) -> Any:
+        """A helper function nested in the kernel may hold loops of its own
+        (a persistent kernel's body per tile): they carry its names."""
+        outer = (self.params, self.stores, self.loads)
+        self._scope(function)
+        self.generic_visit(function)
+        self.params, self.stores, self.loads = outer
+        return function
 
     def _fail(self, node: ast.AST, message: str):
         return error(message, Location(self.filename, node.lineno, node.col_offset + 1))

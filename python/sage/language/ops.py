@@ -17,6 +17,7 @@ from sage.language.diagnostics import error
 from sage.language.elementwise import cast, constant, to_value
 from sage.language.values import Value, backend
 from sage.reference.matmul import MAX_INT8_CONTRACTION
+from sage.reference.memory import MAX_LEADING_DIMS
 
 Scalar = Value | int
 REDUCTIONS = ("sum", "max", "min", "absmax")
@@ -103,21 +104,36 @@ def addptr(pointer: Value, offset: Scalar) -> Value:
 def _view(offsets: Sequence[Scalar], strides: Sequence[Scalar],
           bounds: Sequence[Scalar]) -> list[list[Value]]:
     out = []
-    for name, pair in (("offsets", offsets), ("strides", strides), ("bounds", bounds)):
-        if isinstance(pair, Value) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise error(f"{name} must be a pair (one entry per tile dimension), got {pair!r}")
-        out.append([index(x, f"an entry of {name}") for x in pair])
+    for name, entries in (("offsets", offsets), ("strides", strides), ("bounds", bounds)):
+        if (isinstance(entries, Value) or not isinstance(entries, (tuple, list))
+                or not 2 <= len(entries) <= 2 + MAX_LEADING_DIMS):
+            raise error(f"{name} must be a tuple of 2 to {2 + MAX_LEADING_DIMS} entries (up to "
+                        f"{MAX_LEADING_DIMS} leading dimensions, then one per tile dimension), "
+                        f"got {entries!r}")
+        out.append([index(x, f"an entry of {name}") for x in entries])
+    if not len(out[0]) == len(out[1]) == len(out[2]):
+        raise error(f"offsets, strides and bounds must have one entry per view dimension, got "
+                    f"{len(out[0])}, {len(out[1])} and {len(out[2])}")
     return out
 
 
 def load(pointer: Value, shape: tuple[int, int], offsets: Sequence[Scalar],
          strides: Sequence[Scalar], bounds: Sequence[Scalar],
          sigma16_rows: bool = False) -> Value:
-    """A ``shape`` tile read from a strided 2-D view (``sage.load``).
+    """A ``shape`` tile read from a strided view (``sage.load``).
 
     Element ``(i, j)`` comes from ``pointer + (offsets[0]+i)*strides[0] +
     (offsets[1]+j)*strides[1]`` if ``0 <= offsets[d]+idx[d] < bounds[d]`` for
     both dimensions, else it is 0. All counts are elements.
+
+    The view may have up to 3 leading dimensions before the tile's two (a
+    batch and a head): ``offsets``, ``strides`` and ``bounds`` then have one
+    more entry each, first, and each leading offset picks one index (the
+    tile reads 0 unless ``0 <= offsets[l] < bounds[l]``). ``sl.load(k, (BN,
+    D), (b, h, col, 0), (sb, sh, sn, 1), (B, H, N, D))`` reads the same tile
+    as a load from ``k + b*sb + h*sh`` with offsets ``(col, 0)``, but a TMA
+    copy of it uses one tensor map over the whole tensor, built once
+    however many heads a (persistent) program visits.
 
     ``sigma16_rows=True`` reads the rows in sigma16 order: row ``i`` of the
     tile is row ``sigma16_token(i)`` of the view (permuted inside every 16,

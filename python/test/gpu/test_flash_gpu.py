@@ -91,6 +91,32 @@ def test_float16_gqa_against_sdpa(record, d, causal):
     record(f"flash_f16_rel_l2_vs_sdpa[d={d},causal={causal}]", error)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_matches_one_program_per_tile(causal):
+    """One program per SM walking the tiles computes every tile as a program
+    of its own does: the same O and LSE, bit for bit (B3 H6 N1000 D128, GQA:
+    144 tiles, so on 132 SMs some programs take two)."""
+    q, k, v = _cuda(*qkv(3, 6, 2, 1000, 900, 128, seed=21))
+    plan = default_tiles(128)
+    want = flash_attention(q, k, v, causal=causal, tiles=plan, return_lse=True)
+    got = flash_attention(q, k, v, causal=causal, return_lse=True,
+                          tiles=FlashTiles(**{**plan.as_dict(), "persistent": True}))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_broadcast_batch_and_heads():
+    """K and V broadcast over the batch and the kv heads (stride 0: the
+    tensor maps' leading dimensions step by nothing; Vᵀ is a copy) are read
+    in place, also by a persistent plan."""
+    q, k, v = _cuda(*qkv(2, 4, 1, 300, 260, 64, seed=4))
+    kb, vb = (x[:1].expand(2, 2, -1, -1) for x in (k, v))
+    assert kb.stride(0) == kb.stride(1) == 0
+    want = flash_attention(q, kb.contiguous(), vb.contiguous(), causal=True)
+    for persistent in (False, True):
+        plan = FlashTiles(**{**default_tiles(64).as_dict(), "persistent": persistent})
+        assert torch.equal(flash_attention(q, kb, vb, causal=True, tiles=plan), want)
+
+
 def test_strided_inputs():
     """(B, N, H, D) memory through transpose(1, 2), read in place: the same O."""
     q, k, v = _cuda(*qkv(2, 4, 2, 257, 190, 128, seed=5))

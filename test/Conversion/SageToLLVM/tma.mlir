@@ -55,8 +55,15 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK: arith.ori %{{.*}}, %[[DESC]] : i64
-// CHECK-COUNT-4: nvvm.wgmma.mma_async
+// Each operand's first descriptor is encoded from its address; the next K
+// steps (32 bytes further: 2 in the 16-byte start field) add to it.
+// CHECK: %[[DB:.*]] = arith.ori %{{.*}}, %[[DESC]] : i64
+// CHECK: %[[DA:.*]] = arith.ori %{{.*}}, %[[DESC]] : i64
+// CHECK-NEXT: nvvm.wgmma.mma_async %[[DA]], %[[DB]]
+// CHECK-NEXT: %[[DB1:.*]] = arith.addi %[[DB]], %c2_i64 : i64
+// CHECK-NEXT: %[[DA1:.*]] = arith.addi %[[DA]], %c2_i64 : i64
+// CHECK-NEXT: nvvm.wgmma.mma_async %[[DA1]], %[[DB1]]
+// CHECK-COUNT-2: nvvm.wgmma.mma_async
 // Every thread is done waiting before thread 0 releases the mbarriers.
 // CHECK: nvvm.barrier0
 // CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
@@ -124,6 +131,39 @@ func.func @store(%c: !sage.ptr<i8>, %n: i64, %t: tensor<64x256xi8, #blocked>,
   %m = sage.make_tensor_map %c strides [%n, %c1] bounds [%n, %n] box [64, 256] inner 1 swizzle 128 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
   %s = sagegpu.local_alloc %t : tensor<64x256xi8, #blocked> -> !sagegpu.smem<64x256xi8, #shared>
   sagegpu.tma_store %s into %m[%c0, %c0] : !sagegpu.smem<64x256xi8, #shared>
+  return
+}
+
+// A map with leading dimensions (a batch and a head; strides %sb, %sh):
+// rank 4 (field 3), dimensions 2 and 3 the head and the batch with boxes of
+// one index, their byte strides the fields after the rows'. Copies name
+// their coordinates innermost first: the slab's byte and row, then the head
+// and the batch (i32).
+// CHECK-LABEL: func.func @leading
+// CHECK: "@$1 tensormap.replace.tile.rank.shared::cta.b1024.b32 [$0], 3;"
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 1, $1;", "r,r,b" %{{.*}}, %c64_i32,
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 2, $1;", "r,r,b" %{{.*}}, %c1_i32,
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 3, $1;", "r,r,b" %{{.*}}, %c1_i32,
+// CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 0, $1;", "r,l,b" %{{.*}}, %arg2,
+// CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 1, $1;", "r,l,b" %{{.*}}, %arg3,
+// CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 2, $1;", "r,l,b" %{{.*}}, %arg4,
+// CHECK: %[[H:.*]] = arith.trunci %arg6 : i64 to i32
+// CHECK: %[[B:.*]] = arith.trunci %arg5 : i64 to i32
+// CHECK: "@$7 cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];", "r,l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
+// CHECK: "@$6 cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [$0, {$1, $2, $3, $4}], [$5];", "l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
+func.func @leading(%a: !sage.ptr<i8>, %n: i64, %sn: i64, %sh: i64, %sb: i64, %b: i64, %h: i64,
+                   %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %m = sage.make_tensor_map %a strides [%sb, %sh, %sn, %c1] bounds [%n, %n, %n, %n] box [64, 128] inner 1 swizzle 128 scratch %scratch[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  %t = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+  %bar = sagegpu.local_alloc !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %bar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.tma_load %m[%c0, %c0] leading [%b, %h], %bar into %t : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #shared>
+  %phase = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
+  sagegpu.tma_store %t into %m[%c0, %c0] leading [%b, %h] : !sagegpu.smem<64x128xi8, #shared>
+  sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
   return
 }
 }

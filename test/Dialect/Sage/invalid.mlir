@@ -131,15 +131,24 @@ func.func @f() {
 // -----
 
 func.func @f(%p: !sage.ptr<f16>, %i: i64) {
-  // expected-error @+1 {{'sage.load' op expects 2 offsets, one per tile dimension, got 1}}
-  %0 = sage.load %p[%i] strides [%i, %i] bounds [%i, %i] : !sage.ptr<f16> -> tensor<16x16xf16>
+  // expected-error @+1 {{'sage.load' op expects 2 to 5 offsets (up to 3 leading dimensions, then one per tile dimension), got 1}}
+  %0 = sage.load %p[%i] strides [%i] bounds [%i] : !sage.ptr<f16> -> tensor<16x16xf16>
+  return
+}
+
+// -----
+
+// A tensor map has rank 5 at most: 3 leading dimensions.
+func.func @f(%p: !sage.ptr<f16>, %i: i64, %t: tensor<16x16xf16>) {
+  // expected-error @+1 {{'sage.store' op expects 2 to 5 offsets (up to 3 leading dimensions, then one per tile dimension), got 6}}
+  sage.store %t, %p[%i, %i, %i, %i, %i, %i] strides [%i, %i, %i, %i, %i, %i] bounds [%i, %i, %i, %i, %i, %i] : tensor<16x16xf16>, !sage.ptr<f16>
   return
 }
 
 // -----
 
 func.func @f(%p: !sage.ptr<f16>, %i: i64) {
-  // expected-error @+1 {{'sage.load' op expects 2 strides, one per tile dimension, got 3}}
+  // expected-error @+1 {{'sage.load' op expects one stride and one bound per offset (2), got 3 strides and 2 bounds}}
   %0 = sage.load %p[%i, %i] strides [%i, %i, %i] bounds [%i, %i] : !sage.ptr<f16> -> tensor<16x16xf16>
   return
 }
@@ -147,8 +156,8 @@ func.func @f(%p: !sage.ptr<f16>, %i: i64) {
 // -----
 
 func.func @f(%p: !sage.ptr<f16>, %i: i64) {
-  // expected-error @+1 {{'sage.load' op expects 2 bounds, one per tile dimension, got 0}}
-  %0 = sage.load %p[%i, %i] strides [%i, %i] bounds [] : !sage.ptr<f16> -> tensor<16x16xf16>
+  // expected-error @+1 {{'sage.load' op expects one stride and one bound per offset (3), got 3 strides and 0 bounds}}
+  %0 = sage.load %p[%i, %i, %i] strides [%i, %i, %i] bounds [] : !sage.ptr<f16> -> tensor<16x16xf16>
   return
 }
 
@@ -628,6 +637,25 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.glo
   %c1 = arith.constant 1 : i64
   // expected-error @+1 {{slot 1 lies outside the function's 'sage.global_scratch'}}
   %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 swizzle 64 scratch %s[1] : !sage.ptr<i8>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{describes a 2-D box of a view with up to 3 leading dimensions: expects a 2-D box and 2 to 5 strides and as many bounds, got 6 strides and 6 bounds}}
+  %m = sage.make_tensor_map %p strides [%n, %n, %n, %n, %n, %c1] bounds [%n, %n, %n, %n, %n, %n] box [64, 64] inner 1 swizzle 64 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
+// The unit stride is the inner tile dimension's, after the leading ones.
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{stride of the inner dimension 1 must be the constant 1}}
+  %m = sage.make_tensor_map %p strides [%n, %c1, %n] bounds [%n, %n, %n] box [64, 64] inner 1 swizzle 64 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
   return
 }
 

@@ -145,6 +145,28 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %bar: !sagegpu.smem<1xi64>,
 
 // -----
 
+// A copy names one index per leading dimension of its map.
+func.func @f(%p: !sage.ptr<i8>, %n: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>, %s: !sage.ptr<i8>)
+    attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  %m = sage.make_tensor_map %p strides [%n, %n, %c1] bounds [%n, %n, %n] box [64, 128] inner 1 swizzle 128 scratch %s[0] : !sage.ptr<i8>, !sage.ptr<i8>
+  // expected-error @+1 {{names 2 leading indices, its map has 1 leading dimensions}}
+  sagegpu.tma_load %m[%n, %n] leading [%n, %n], %bar into %a : !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>
+  return
+}
+
+// -----
+
+func.func @f(%m: !sage.tensor_map, %n: i64,
+             %a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>) {
+  // expected-error @+1 {{names 4 leading indices, at most 3 (a tensor map has rank 5 at most)}}
+  sagegpu.tma_store %a into %m[%n, %n] leading [%n, %n, %n, %n] : !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{a shared buffer without encoding holds mbarriers: rank 1 and i64}}
 func.func @f(%a: !sagegpu.smem<2xi32>) { return }
 

@@ -453,3 +453,53 @@ func.func @tma_store_fallback(%t: tensor<64x64xbf16>, %c: !sage.ptr<bf16> {sage.
   return
 }
 }
+
+// -----
+
+// Views with leading dimensions (a batch and a head). A TMA copy keeps them
+// as dimensions of its map, built once before the loop over the tiles (the
+// view is the whole tensor), and names its batch and head per copy; a
+// store marked tma does the same. A load that stays a plain access folds
+// them into its pointer, and zeroes its first bound when an index lies
+// outside its dimension.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @leading_dims
+// CHECK: %[[MO:.*]] = sage.make_tensor_map %arg2 strides[%arg5, %arg4, %arg3, %c1_i64] bounds[%arg6, %arg6, %arg6, %c64_i64] box [64, 64] inner 1 swizzle 128 scratch %arg7[1]
+// CHECK: %[[MK:.*]] = sage.make_tensor_map %arg1 strides[%arg5, %arg4, %arg3, %c1_i64] bounds[%arg6, %arg6, %arg6, %c64_i64] box [64, 64] inner 1 swizzle 128 scratch %arg7[0]
+// CHECK: scf.for %[[T:.*]] =
+// CHECK: %[[B:.*]] = arith.divui %[[T]]
+// CHECK: %[[H:.*]] = arith.remui %[[T]]
+// Q, the A operand read through registers here, is copied by cp.async: a
+// 2-D view.
+// CHECK: %[[QOFF:.*]] = arith.muli %[[B]], %arg5
+// CHECK-NEXT: %[[QB:.*]] = sage.addptr %arg0, %[[QOFF]]
+// CHECK: %[[QP:.*]] = sage.addptr %[[QB]]
+// CHECK: arith.andi
+// CHECK: %[[IN:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// CHECK-NEXT: %[[QN:.*]] = arith.select %[[IN]], %arg6, %{{.*}} : i64
+// CHECK: sagegpu.async_copy %[[QP]][%c0_i64, %c0_i64] strides[%arg3, %c1_i64] bounds[%[[QN]], %c64_i64]
+// CHECK: sagegpu.tma_load %[[MK]][%c0_i64, %c0_i64] leading[%[[B]], %[[H]]]
+// CHECK: sagegpu.tma_store %{{.*}} into %[[MO]][%c0_i64, %c0_i64] leading[%[[B]], %[[H]]]
+// CHECK-NOT: sage.store
+func.func @leading_dims(%q: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                        %k: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                        %o: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                        %sn: i64 {sage.divisibility = 16 : i64}, %sh: i64 {sage.divisibility = 16 : i64},
+                        %sb: i64 {sage.divisibility = 16 : i64}, %n: i64) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c2 = arith.constant 2 : i64
+  %c8 = arith.constant 8 : i64
+  %c64 = arith.constant 64 : i64
+  scf.for %t = %c0 to %c8 step %c1 : i64 {
+    %b = arith.divui %t, %c2 : i64
+    %h = arith.remui %t, %c2 : i64
+    %qt = sage.load %q[%b, %h, %c0, %c0] strides [%sb, %sh, %sn, %c1] bounds [%n, %n, %n, %c64] : !sage.ptr<bf16> -> tensor<64x64xbf16>
+    %kt = sage.load %k[%b, %h, %c0, %c0] strides [%sb, %sh, %sn, %c1] bounds [%n, %n, %n, %c64] : !sage.ptr<bf16> -> tensor<64x64xbf16>
+    %s = sage.matmul %qt, %kt contract(1, 1) using wgmma_reg_a : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xbf16>
+    sage.store tma %p, %o[%b, %h, %c0, %c0] strides [%sb, %sh, %sn, %c1] bounds [%n, %n, %n, %c64] : tensor<64x64xbf16>, !sage.ptr<bf16>
+  }
+  return
+}
+}

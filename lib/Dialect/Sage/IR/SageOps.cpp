@@ -60,16 +60,18 @@ LogicalResult NumProgramsOp::verify() {
 static LogicalResult verifyTileAccess(Operation *op, PtrType ptr,
                                       RankedTensorType tile, ValueRange offsets,
                                       ValueRange strides, ValueRange bounds) {
-  auto check = [&](ValueRange values, StringRef what) -> LogicalResult {
-    if (static_cast<int64_t>(values.size()) != tile.getRank())
-      return op->emitOpError()
-             << "expects " << tile.getRank() << " " << what
-             << ", one per tile dimension, got " << values.size();
-    return success();
-  };
-  if (failed(check(offsets, "offsets")) || failed(check(strides, "strides")) ||
-      failed(check(bounds, "bounds")))
-    return failure();
+  int64_t rank = tile.getRank();
+  int64_t entries = static_cast<int64_t>(offsets.size());
+  if (entries < rank || entries > rank + kMaxLeadingDims)
+    return op->emitOpError()
+           << "expects " << rank << " to " << rank + kMaxLeadingDims
+           << " offsets (up to " << kMaxLeadingDims
+           << " leading dimensions, then one per tile dimension), got "
+           << entries;
+  if (strides.size() != offsets.size() || bounds.size() != offsets.size())
+    return op->emitOpError() << "expects one stride and one bound per offset ("
+                             << entries << "), got " << strides.size()
+                             << " strides and " << bounds.size() << " bounds";
   if (tile.getElementType() != ptr.getPointeeType())
     return op->emitOpError()
            << "tile element type " << tile.getElementType()
@@ -100,15 +102,20 @@ bool MakeTensorMapOp::isValidBox(ArrayRef<int64_t> box, int64_t inner,
 }
 
 LogicalResult MakeTensorMapOp::verify() {
-  if (getStrides().size() != 2 || getBounds().size() != 2 ||
-      getBox().size() != 2)
-    return emitOpError() << "describes a 2-D view: expects 2 strides, 2 "
-                            "bounds and a 2-D box";
+  if (getBox().size() != 2 || getStrides().size() != getBounds().size() ||
+      getStrides().size() < 2 || getStrides().size() > 2 + kMaxLeadingDims)
+    return emitOpError() << "describes a 2-D box of a view with up to "
+                         << kMaxLeadingDims
+                         << " leading dimensions: expects a 2-D box and 2 to "
+                         << 2 + kMaxLeadingDims
+                         << " strides and as many bounds, got "
+                         << getStrides().size() << " strides and "
+                         << getBounds().size() << " bounds";
   if (!getScratch().getType().getPointeeType().isInteger(8))
     return emitOpError() << "scratch must be a !sage.ptr<i8>";
   int64_t inner = getInner();
   APInt unit;
-  if (!matchPattern(getStrides()[inner], m_ConstantInt(&unit)) || unit != 1)
+  if (!matchPattern(getTileStrides()[inner], m_ConstantInt(&unit)) || unit != 1)
     return emitOpError() << "stride of the inner dimension " << inner
                          << " must be the constant 1";
   Type elem = getPtr().getType().getPointeeType();

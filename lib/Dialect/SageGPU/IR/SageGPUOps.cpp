@@ -56,18 +56,21 @@ struct LoadInNewEncoding : public OpRewritePattern<ConvertLayoutOp> {
   }
 };
 
-/// trans(load) -> the load of the transposed view (offsets, strides and
-/// bounds swapped), in the transpose's encoding.
+/// trans(load) -> the load of the transposed view (the tile dimensions'
+/// offsets, strides and bounds swapped), in the transpose's encoding.
 struct LoadTransposed : public OpRewritePattern<TransOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(TransOp op,
                                 PatternRewriter &rw) const override {
     auto load = op.getSource().getDefiningOp<sage::LoadOp>();
     // Rows in sigma16 order would become permuted columns: not a load.
-    if (!load || !load->hasOneUse() || load.getOffsets().size() != 2 ||
-        load.getSigma16Rows())
+    if (!load || !load->hasOneUse() || load.getSigma16Rows())
       return failure();
-    auto swap = [](OperandRange r) { return SmallVector<Value>{r[1], r[0]}; };
+    auto swap = [](OperandRange r) {
+      SmallVector<Value> swapped(r);
+      std::swap(swapped[r.size() - 2], swapped[r.size() - 1]);
+      return swapped;
+    };
     setLoadInsertionPoint(rw, load, op);
     rw.replaceOp(op, sage::LoadOp::create(
                          rw, load.getLoc(), op.getResult().getType(),
@@ -192,7 +195,12 @@ LogicalResult AsyncCopyOp::verify() {
 /// A TMA copy's shared tile is swizzled and, when its map is known, the
 /// map's box lands (or is read) as that tile.
 static LogicalResult verifyTmaTile(Operation *op, Value mapValue,
-                                   SharedTileType tile, StringRef copies) {
+                                   ValueRange leading, SharedTileType tile,
+                                   StringRef copies) {
+  if (static_cast<int64_t>(leading.size()) > sage::kMaxLeadingDims)
+    return op->emitOpError()
+           << "names " << leading.size() << " leading indices, at most "
+           << sage::kMaxLeadingDims << " (a tensor map has rank 5 at most)";
   auto encoding = dyn_cast_or_null<SharedEncodingAttr>(tile.getEncoding());
   if (!encoding || encoding.getSwizzle() == 0)
     return op->emitOpError()
@@ -209,15 +217,21 @@ static LogicalResult verifyTmaTile(Operation *op, Value mapValue,
            << "] of " << map.getPtr().getType().getPointeeType() << " (inner "
            << map.getInner() << ", swizzle " << map.getSwizzle()
            << ") does not land as " << tile;
+  if (map.getNumLeading() != static_cast<int64_t>(leading.size()))
+    return op->emitOpError()
+           << "names " << leading.size() << " leading indices, its map has "
+           << map.getNumLeading() << " leading dimensions";
   return success();
 }
 
 LogicalResult TmaLoadOp::verify() {
-  return verifyTmaTile(*this, getMap(), getDest().getType(), "copies into");
+  return verifyTmaTile(*this, getMap(), getLeading(), getDest().getType(),
+                       "copies into");
 }
 
 LogicalResult TmaStoreOp::verify() {
-  return verifyTmaTile(*this, getMap(), getSource().getType(), "stores from");
+  return verifyTmaTile(*this, getMap(), getLeading(), getSource().getType(),
+                       "stores from");
 }
 
 //===----------------------------------------------------------------------===//

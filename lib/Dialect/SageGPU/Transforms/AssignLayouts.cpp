@@ -226,12 +226,11 @@ void LayoutInference::rewrite(ModuleOp module) {
     if (auto store = dyn_cast<sage::StoreOp>(op)) {
       auto type = cast<RankedTensorType>(store.getValue().getType());
       APInt stride;
-      if (store.getAtomicAdd() || store.getStrides().size() != 2 ||
+      ValueRange strides = store.getStrides().take_back(2);
+      if (store.getAtomicAdd() ||
           !isa<BlockedEncodingAttr>(type.getEncoding()) ||
-          !matchPattern(store.getStrides()[0], m_ConstantInt(&stride)) ||
-          stride != 1 ||
-          (matchPattern(store.getStrides()[1], m_ConstantInt(&stride)) &&
-           stride == 1))
+          !matchPattern(strides[0], m_ConstantInt(&stride)) || stride != 1 ||
+          (matchPattern(strides[1], m_ConstantInt(&stride)) && stride == 1))
         return;
       Attribute want = getColumnBlockedEncoding(
           ctx, numWarps, type.getShape(),

@@ -57,7 +57,7 @@ std::optional<LoopCopy> mlir::sagegpu::getLoopCopy(scf::ForOp loop,
     if (!body->findAncestorOpInBlock(*user))
       return std::nullopt;
   std::optional<SmallVector<Operation *>> coordinates =
-      sliceIn(loop, {tma.getOuter(), tma.getInner()});
+      sliceIn(loop, tma->getOperands().drop_front().drop_back(2));
   if (!coordinates)
     return std::nullopt;
   return LoopCopy{tma, buffer, barrier, std::move(*coordinates)};
@@ -172,7 +172,10 @@ void mlir::sagegpu::issueCopy(OpBuilder &b, Location loc, const LoopCopy &copy,
   TmaLoadOp tma = copy.tma;
   Value dest = getRingSlot(b, loc, tiles, index);
   Value barrier = getRingSlot(b, loc, barriers, index);
-  TmaLoadOp::create(b, tma.getLoc(), map.lookupOrDefault(tma.getMap()),
+  SmallVector<Value> leading;
+  for (Value index : tma.getLeading())
+    leading.push_back(map.lookupOrDefault(index));
+  TmaLoadOp::create(b, tma.getLoc(), map.lookupOrDefault(tma.getMap()), leading,
                     map.lookupOrDefault(tma.getOuter()),
                     map.lookupOrDefault(tma.getInner()), barrier, dest);
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "sage/Dialect/Sage/IR/Divisibility.h"
+#include "sage/Dialect/Sage/IR/LeadingDims.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Dialect/Sage/IR/TargetInfo.h"
@@ -91,6 +92,20 @@ bool hasAlignedRows(Value ptr, Value rowStride, int64_t elemBytes) {
          knownDivisor(rowStride) * elemBytes >= kCopyBytes;
 }
 
+/// The number of leading dimensions of a sage.load or sage.store view.
+int64_t leadingDimsOf(ValueRange offsets) {
+  return static_cast<int64_t>(offsets.size()) - 2;
+}
+
+/// Whether every leading dimension of a view of `elemBytes` elements with
+/// `strides` steps a proven multiple of 16 bytes: the tile of each index
+/// then starts as aligned as the view's base.
+bool hasAlignedLeadingDims(ValueRange strides, int64_t elemBytes) {
+  return llvm::all_of(strides.drop_back(2), [&](Value stride) {
+    return knownDivisor(stride) * elemBytes >= kCopyBytes;
+  });
+}
+
 struct CopyUse {
   Operation *matmul;
   unsigned operand; // 0 for A
@@ -108,12 +123,17 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load) {
   unsigned other = 1 - *contract;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+  int64_t leading = leadingDimsOf(load.getOffsets());
   APInt stride;
-  bool ok =
-      matchPattern(load.getStrides()[*contract], m_ConstantInt(&stride)) &&
-      stride == 1 && tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
-      hasAlignedRows(load.getPtr(), load.getStrides()[other], elemBytes) &&
-      knownDivisor(load.getOffsets()[*contract]) * elemBytes >= kCopyBytes;
+  bool ok = matchPattern(load.getStrides()[leading + *contract],
+                         m_ConstantInt(&stride)) &&
+            stride == 1 &&
+            tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
+            hasAlignedRows(load.getPtr(), load.getStrides()[leading + other],
+                           elemBytes) &&
+            hasAlignedLeadingDims(load.getStrides(), elemBytes) &&
+            knownDivisor(load.getOffsets()[leading + *contract]) * elemBytes >=
+                kCopyBytes;
   if (!ok)
     return std::nullopt;
   return CopyUse{use.getOwner(), use.getOperandNumber(), *contract};
@@ -227,11 +247,14 @@ struct Promoter {
     store.setTma(false);
     RankedTensorType tile = store.getValue().getType();
     int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
+    int64_t leading = leadingDimsOf(store.getOffsets());
     APInt unit;
     if (!tma || !kernel || elemBytes == 0 ||
-        !matchPattern(store.getStrides()[1], m_ConstantInt(&unit)) ||
+        !matchPattern(store.getStrides()[leading + 1], m_ConstantInt(&unit)) ||
         unit != 1 ||
-        !hasAlignedRows(store.getPtr(), store.getStrides()[0], elemBytes))
+        !hasAlignedRows(store.getPtr(), store.getStrides()[leading],
+                        elemBytes) ||
+        !hasAlignedLeadingDims(store.getStrides(), elemBytes))
       return;
     unsigned swizzle = layout::widestSwizzle(tile.getDimSize(1) * elemBytes,
                                              tile.getDimSize(0));
@@ -251,8 +274,9 @@ struct Promoter {
     Location loc = store.getLoc();
     Value staged =
         LocalAllocOp::create(b, loc, type, store.getValue(), IntegerAttr());
-    TmaStoreOp::create(b, loc, map, store.getOffsets()[0],
-                       store.getOffsets()[1], staged);
+    TmaStoreOp::create(b, loc, map, store.getOffsets().drop_back(2),
+                       store.getOffsets()[leading],
+                       store.getOffsets()[leading + 1], staged);
     store.erase();
   }
 
@@ -311,8 +335,11 @@ struct Promoter {
       Value bar =
           LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
       MbarrierInitOp::create(b, loc, bar, 1);
-      TmaLoadOp::create(b, loc, map, load.getOffsets()[1 - contract],
-                        load.getOffsets()[contract], bar, buffer);
+      ValueRange offsets = load.getOffsets();
+      int64_t leading = leadingDimsOf(offsets);
+      TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
+                        offsets[leading + 1 - contract],
+                        offsets[leading + contract], bar, buffer);
       b.setInsertionPoint(matmul);
       Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
       MbarrierWaitOp::create(b, loc, bar, phase);
@@ -323,6 +350,9 @@ struct Promoter {
       replacedLoads.push_back(load);
       return buffer;
     }
+    // cp.async addresses 2-D views: the leading indices go into the
+    // pointer and the first bound.
+    foldLeadingDims(load);
     OpBuilder b(load);
     Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
     AsyncCopyOp::create(b, loc, load.getPtr(), load.getOffsets(),
@@ -638,6 +668,8 @@ struct PromoteOperandsPass
       });
       for (StoreOp store : stores)
         promoter.storeWithTma(store);
+      // Only tensor maps keep leading dimensions.
+      foldLeadingDims(func);
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

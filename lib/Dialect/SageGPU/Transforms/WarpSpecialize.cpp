@@ -331,7 +331,7 @@ struct Specializer {
           for (Value operand : op->getOperands())
             if (loop.isDefinedOutsideOfLoop(operand))
               needs.push_back(operand);
-        for (Value operand : {copy.tma.getOuter(), copy.tma.getInner()})
+        for (Value operand : copy.tma->getOperands().drop_front().drop_back(2))
           if (loop.isDefinedOutsideOfLoop(operand))
             needs.push_back(operand);
       }

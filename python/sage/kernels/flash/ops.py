@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from sage.jit import jit
+from sage.kernels.device import sm_count
 from sage.kernels.flash.kernels import flash_forward
 
 #: One JIT object (its in-memory cache of compiled specialisations persists
@@ -29,6 +30,9 @@ DTYPES = (torch.float16, torch.bfloat16)
 MAX_GRID_YZ = 65535
 #: Vᵀ rows are padded to this many keys: each row starts 16-byte aligned (TMA).
 KEY_PAD = 16
+#: Programs of a persistent plan in the CPU interpreter: few, so that each
+#: walks several tiles.
+INTERPRETED_PROGRAMS = 3
 
 
 def _is_int(value: object) -> bool:
@@ -55,7 +59,9 @@ class FlashTiles:
     issuing their matmuls, so one's softmax runs under the other's. V read
     as it is is stored to shared memory between the two matmuls behind a
     barrier of both warpgroups, which would deadlock the turns (the
-    compiler rejects it; this check says so first).
+    compiler rejects it; this check says so first). ``persistent`` launches
+    one program per SM, each walking the tiles (a block of ``block_m`` query
+    rows of one head) in the kernel's order.
     """
 
     block_m: int
@@ -66,6 +72,7 @@ class FlashTiles:
     maxnreg: int | None = None
     warp_specialize: bool = False
     ping_pong: bool = False
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n"):
@@ -84,6 +91,8 @@ class FlashTiles:
             raise ValueError(f"warp_specialize must be a bool, got {self.warp_specialize!r}")
         if not isinstance(self.ping_pong, bool):
             raise ValueError(f"ping_pong must be a bool, got {self.ping_pong!r}")
+        if not isinstance(self.persistent, bool):
+            raise ValueError(f"persistent must be a bool, got {self.persistent!r}")
         if self.ping_pong and not (self.warp_specialize and self.num_warps == 8
                                    and self.transpose_v):
             raise ValueError("ping_pong needs warp_specialize, num_warps=8 (two consumer "
@@ -100,15 +109,22 @@ class FlashTiles:
         """The kernel's block, stage and V-layout constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "STAGES": self.stages,
                 "TRANSPOSED_V": self.transpose_v, "WARP_SPECIALIZE": self.warp_specialize,
-                "PING_PONG": self.ping_pong}
+                "PING_PONG": self.ping_pong, "PERSISTENT": self.persistent}
 
     def options(self) -> dict[str, int | None]:
         """The launch options (``num_warps``, ``maxnreg``)."""
         return {"num_warps": self.num_warps, "maxnreg": self.maxnreg}
 
-    def grid(self, n: int, heads: int, batch: int) -> tuple[int, int, int]:
-        """One program per block of ``block_m`` query rows of each (head, batch)."""
-        return (-(-n // self.block_m), heads, batch)
+    def grid(self, n: int, heads: int, batch: int, programs: int = 0
+             ) -> tuple[int, int, int]:
+        """One program per block of ``block_m`` query rows of each (head,
+        batch), or, ``persistent``, at most ``programs`` (the SMs)."""
+        blocks = -(-n // self.block_m)
+        if self.persistent:
+            if programs <= 0:
+                raise ValueError("a persistent plan's grid needs a program count (the SMs)")
+            return (max(1, min(blocks * heads * batch, programs)), 1, 1)
+        return (blocks, heads, batch)
 
     def as_dict(self) -> dict[str, int | bool | None]:
         """The plan's fields by name (``FlashTiles(**plan.as_dict()) == plan``)."""
@@ -249,14 +265,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v = (_unit_last_stride(x) for x in (q, k, v))
     if plan.transpose_v:
         v = _transposed(v)  # its third stride is then that of Vᵀ's D rows
-    args = (q, k, v, o, lse, scale * LOG2E, n, n_kv,
+    args = (q, k, v, o, lse, scale * LOG2E, n, n_kv, batch, heads,
             *(x.stride(i) for x in (q, k, v, o) for i in range(3)))
     # A positive scale (the usual case) lets the kernel take each row max on
     # the raw logits and fuse the scaling into the exponent's FFMA.
     constexprs = dict(D=d, **plan.constexprs(), CAUSAL=causal, GROUP=heads // kv_heads,
                       STORE_LSE=return_lse, POSITIVE_SCALE=scale > 0)
-    grid = plan.grid(n, heads, batch)
-    if q.device.type == "cuda":
+    cuda = q.device.type == "cuda"
+    grid = plan.grid(n, heads, batch, sm_count(q.device.index) if cuda else INTERPRETED_PROGRAMS)
+    if cuda:
         FLASH[grid](*args, **constexprs, **plan.options())
     else:
         FLASH.interpret(grid, *args, **constexprs, **plan.options())

@@ -9,12 +9,12 @@ tile plan of :data:`INT8_TILES` / :data:`HALF_TILES` unless given one.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from sage.jit import jit
+from sage.kernels.device import shared_memory, sm_count
 from sage.kernels.gemm.kernels import gemm
 from sage.reference.matmul import MAX_INT8_CONTRACTION
 
@@ -80,16 +80,6 @@ INT8_TILES = GemmTiles(128, 256, 128, 4, 8, warp_specialize=True, persistent=Tru
 HALF_TILES = GemmTiles(128, 256, 64, 3, 8, persistent=True, tma_store=True)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: int) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-@functools.lru_cache(maxsize=None)
-def _shared_memory(device: int) -> int:
-    return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
-
-
 #: Shared memory a plan uses beyond its tiles (mbarriers, tensor-map staging).
 _SHARED_SLACK = 2048
 
@@ -115,9 +105,9 @@ def _launch(tiles: GemmTiles, a: torch.Tensor, b: torch.Tensor, out: torch.Tenso
     if tiles.warp_specialize and (k % 16 or a.data_ptr() % 16 or b.data_ptr() % 16):
         tiles = replace(tiles, warp_specialize=False)
     if tiles.tma_store and shared_bytes(tiles, a.element_size(), out.element_size()) > \
-            _shared_memory(a.device.index):
+            shared_memory(a.device.index):
         tiles = replace(tiles, tma_store=False)
-    grid = tiles.grid(m, n, _sm_count(a.device.index) if tiles.persistent else 0)
+    grid = tiles.grid(m, n, sm_count(a.device.index) if tiles.persistent else 0)
     return grid, tiles.constexprs()
 
 

@@ -23,6 +23,10 @@
 #include "sage/Dialect/Sage/IR/SageInterfaces.h.inc"
 
 namespace mlir::sage {
+/// A `sage.load`/`sage.store` view has at most this many leading
+/// dimensions before the tile's two (a TMA tensor map has rank 5 at most).
+constexpr int64_t kMaxLeadingDims = 3;
+
 /// `slice` is laid out as the slice of `parent`'s layout along `dim` (the
 /// dimension where `slice` has size 1).
 struct SliceRelation {

@@ -48,7 +48,7 @@ def Sage_AddPtrOp : Sage_Op<"addptr", [Pure, AllTypesMatch<["ptr", "result"]>]> 
 
 def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
                                    MemoryEffects<[MemRead]>]> {
-  let summary = "load a tile from a strided 2-D view, padding out-of-bounds";
+  let summary = "load a tile from a strided view, padding out-of-bounds";
   let description = [{
     Reads element `(i, j)` of the result from
     `ptr + (offsets[0] + i) * strides[0] + (offsets[1] + j) * strides[1]`
@@ -60,6 +60,23 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
     %t = sage.load %q[%row, %c0] strides [%ld, %c1] bounds [%n, %d]
         : !sage.ptr<f16> -> tensor<64x128xf16>
     ```
+
+    The view may have up to 3 *leading* dimensions before the tile's two,
+    each indexed by a single offset (a batch and a head): with `L` of them
+    the offsets, strides and bounds have `L + 2` entries, the leading ones
+    first, each adding `offsets[l] * strides[l]` to the address, and the
+    whole tile reads 0 unless `0 <= offsets[l] < bounds[l]` for every
+    leading `l`. A view over the whole tensor does not change with the
+    batch or head a program works on, so the tensor map a TMA copy of it
+    needs is built once (a persistent kernel's loop over tiles keeps it):
+
+    ```mlir
+    %t = sage.load %k[%b, %h, %col, %c0] strides [%sb, %sh, %sn, %c1]
+        bounds [%B, %H, %n, %d] : !sage.ptr<f16> -> tensor<128x128xf16>
+    ```
+
+    Copies that are not tensor maps fold the leading dimensions into the
+    pointer and the first tile bound (`sage::foldLeadingDims`).
 
     A load that only feeds a matmul operand becomes a copy straight into
     shared memory (`sagegpu.async_copy` or `sagegpu.tma_load`) in
@@ -86,11 +103,14 @@ def Sage_LoadOp : Sage_Op<"load", [AttrSizedOperandSegments,
 
 def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
     AttrSizedOperandSegments, MemoryEffects<[MemWrite]>]> {
-  let summary = "build a TMA tensor map of a strided 2-D view on the device";
+  let summary = "build a TMA tensor map of a strided view on the device";
   let description = [{
     Describes the view `ptr`/`strides`/`bounds` (as `sage.load` reads it) to
-    the copy engine, for boxes of `box` elements. Dimension `inner` has unit
-    stride and the other stride spans a multiple of 16 bytes. The map is
+    the copy engine, for boxes of `box` elements. Dimension `inner` of the
+    2-D tile has unit stride and the other strides span multiples of 16
+    bytes. Leading dimensions (the entries of `strides` and `bounds` before
+    the last two, at most 3) are dimensions of the map with a box of 1:
+    a copy names one index in each (`sagegpu.tma_load`'s `leading`). The map is
     written to the 128 bytes at `scratch + (program * count + slot) * 128`,
     where `program` is the linear program index and `count` the number of
     maps each program builds (the function's `sage.global_scratch` divided by
@@ -140,15 +160,25 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
     /// swizzle widths of the inner dimension and 8 to 256 rows.
     static bool isValidBox(::llvm::ArrayRef<int64_t> box, int64_t inner,
                            ::mlir::Type elem, int64_t swizzle);
+    /// The number of leading dimensions (each a box of one element).
+    int64_t getNumLeading() { return getStrides().size() - 2; }
+    /// The strides and bounds of the tile's two dimensions.
+    ::mlir::OperandRange getTileStrides() {
+      return getStrides().drop_front(getNumLeading());
+    }
+    ::mlir::OperandRange getTileBounds() {
+      return getBounds().drop_front(getNumLeading());
+    }
   }];
 }
 
 def Sage_StoreOp : Sage_Op<"store", [AttrSizedOperandSegments,
                                      MemoryEffects<[MemWrite]>]> {
-  let summary = "store a tile to a strided 2-D view, skipping out-of-bounds";
+  let summary = "store a tile to a strided view, skipping out-of-bounds";
   let description = [{
-    Writes the elements of `value` that are in bounds (same addressing and
-    bounds rule as `sage.load`); the others are dropped. With `atomic_add`
+    Writes the elements of `value` that are in bounds (same addressing,
+    leading dimensions and bounds rule as `sage.load`); the others are
+    dropped. With `atomic_add`
     each element is added atomically to memory instead (f32 only), which is
     how programs that share an output (dQ in the backward) combine results.
     With `tma` the tile is written to shared memory and the copy engine

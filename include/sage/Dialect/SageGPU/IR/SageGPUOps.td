@@ -215,14 +215,18 @@ def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
     with its encoding's swizzle and complete the barrier's current phase,
     one copy per swizzle-wide slab of the inner dimension. Out-of-bounds
     elements read as zero. The map's box is the tile, its inner dimension
-    the encoding's contiguous one and its swizzle the encoding's.
+    the encoding's contiguous one and its swizzle the encoding's. A map
+    with leading dimensions (a batch, a head) takes one index in each,
+    `leading`, outermost first.
   }];
   let hasVerifier = 1;
-  let arguments = (ins Sage_TensorMapType:$map, I64:$outer, I64:$inner,
-                   SageGPU_Mbarrier:$barrier, SageGPU_SharedTile:$dest);
+  let arguments = (ins Sage_TensorMapType:$map, Variadic<I64>:$leading,
+                   I64:$outer, I64:$inner, SageGPU_Mbarrier:$barrier,
+                   SageGPU_SharedTile:$dest);
   let assemblyFormat = [{
-    $map `[` $outer `,` $inner `]` `,` $barrier `into` $dest attr-dict `:`
-    qualified(type($barrier)) `,` qualified(type($dest))
+    $map `[` $outer `,` $inner `]` (`leading` `[` $leading^ `]`)? `,` $barrier
+    `into` $dest
+    attr-dict `:` qualified(type($barrier)) `,` qualified(type($dest))
   }];
 }
 
@@ -238,14 +242,16 @@ def SageGPU_TmaStoreOp : SageGPU_Op<"tma_store", [
     the other threads; `sagegpu-insert-barriers` counts the read here and
     puts a fenced barrier between the threads' writes of `source` and the
     op). Elements of the box outside the tensor are not written. The map's
-    box is the tile, as for `sagegpu.tma_load`.
+    box is the tile and its leading indices `leading`, as for
+    `sagegpu.tma_load`.
   }];
   let hasVerifier = 1;
-  let arguments = (ins Sage_TensorMapType:$map, I64:$outer, I64:$inner,
-                   SageGPU_SharedTile:$source);
+  let arguments = (ins Sage_TensorMapType:$map, Variadic<I64>:$leading,
+                   I64:$outer, I64:$inner, SageGPU_SharedTile:$source);
   let assemblyFormat = [{
-    $source `into` $map `[` $outer `,` $inner `]` attr-dict `:`
-    qualified(type($source))
+    $source `into` $map `[` $outer `,` $inner `]`
+    (`leading` `[` $leading^ `]`)? attr-dict
+    `:` qualified(type($source))
   }];
 }
 
