@@ -138,20 +138,31 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
     ValueRange values = adaptor.getInput();
 
     // 1. Within the thread: one partial per kept slot, over the slots that
-    //    differ from it in reduced register bits (copies excluded).
+    //    differ from it in reduced register bits (copies excluded), combined
+    //    pairwise: a tree of depth log2(n) instead of a chain of n - 1
+    //    dependent instructions (a softmax row's max and sum over 32 slots
+    //    each waited out every FMNMX's and FADD's latency in turn).
     SmallVector<Value> partial;
     int32_t freeRegs = in->getLayout().getFreeMask(layout::InDim::Register);
     for (int64_t kept : plan->keptSlots) {
-      Value acc;
+      SmallVector<Value> level;
       for (int64_t r = 0; r < in->getNumElements(); ++r) {
         if ((r & ~plan->regMask) != kept || (r & freeRegs))
           continue;
         Value v = widen(rw, loc, values[r]);
         if (kind == ReduceKind::AbsMax)
           v = absolute(rw, loc, v);
-        acc = acc ? combine(rw, loc, kind, acc, v) : v;
+        level.push_back(v);
       }
-      partial.push_back(acc);
+      while (level.size() > 1) {
+        SmallVector<Value> next;
+        for (size_t i = 0; i + 1 < level.size(); i += 2)
+          next.push_back(combine(rw, loc, kind, level[i], level[i + 1]));
+        if (level.size() % 2)
+          next.push_back(level.back());
+        level = std::move(next);
+      }
+      partial.push_back(level.front());
     }
 
     // 2. Across the lanes that spread the reduced dimension.

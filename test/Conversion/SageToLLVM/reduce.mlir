@@ -47,6 +47,19 @@ func.func @pairs(%x: tensor<16x2xf32>) -> tensor<16x1xf32> {
   return %r : tensor<16x1xf32>
 }
 
+// The slots a thread holds are combined pairwise (a tree of log2(n)
+// dependent adds, not a chain of n - 1): slots 0+1, 2+3, ..., then the
+// pairs' sums, never the running sum plus the next slot.
+// CHECK-LABEL: func.func @tree
+// CHECK: %[[A:.*]] = arith.addf %arg0, %arg1 : f32
+// CHECK-NEXT: %[[B:.*]] = arith.addf %arg2, %arg3 : f32
+// CHECK-NOT: arith.addf %[[A]], %arg
+// CHECK: arith.addf %[[A]], %[[B]] : f32
+func.func @tree(%x: tensor<1x1024xf32>) -> tensor<1x1xf32> {
+  %r = sage.reduce sum %x axis 1 : tensor<1x1024xf32> -> tensor<1x1xf32>
+  return %r : tensor<1x1xf32>
+}
+
 // f16 is widened to f32 for the shuffles and narrowed at the end.
 // CHECK-LABEL: func.func @half
 // CHECK: arith.extf %{{.*}} : f16 to f32
