@@ -319,16 +319,17 @@ def test_range_ping_pong_must_be_a_bool_with_warp_specialize():
     assert "sage.warp_specialize, sage.ping_pong}" in sl.trace(both, [F32, N], {})
 
 
-def test_store_tma_must_be_a_bool_and_not_atomic():
+def test_store_tma_must_be_a_bool():
     def kernel(a, n, TMA: sl.constexpr, ATOMIC: sl.constexpr):
         t = sl.zeros((16, 16), sl.float32)
         sl.store(a, t, (0, 0), (n, 1), (n, n), atomic_add=ATOMIC, tma=TMA)  # HERE
 
     expect_error(kernel, [F32, N], {"TMA": 1, "ATOMIC": False}, r"tma must be a Python bool",
                  "# HERE")
-    expect_error(kernel, [F32, N], {"TMA": True, "ATOMIC": True},
-                 r"a store is tma or atomic_add, not both", "# HERE")
     assert "sage.store tma " in sl.trace(kernel, [F32, N], {"TMA": True, "ATOMIC": False})
+    # Both: a bulk reduction.
+    assert "sage.store atomic_add tma " in sl.trace(kernel, [F32, N],
+                                                    {"TMA": True, "ATOMIC": True})
 
 
 def test_signature_errors():

@@ -86,11 +86,17 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     ValueRange bounds = adaptor.getBounds(), strides = adaptor.getStrides();
     int64_t elemBytes =
         op.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
+    // A typed map counts elements along dimension 0 (f32: a bulk
+    // reduction adds them); the others count bytes.
+    int64_t unit = op.getTyped() ? elemBytes : 1;
     SmallVector<Value> globalDims = {
-        toI32(arith::MulIOp::create(rw, loc, bounds[leading + inner],
-                                    i64Const(elemBytes))),
+        toI32(op.getTyped()
+                  ? bounds[leading + inner]
+                  : arith::MulIOp::create(rw, loc, bounds[leading + inner],
+                                          i64Const(elemBytes))
+                        .getResult()),
         toI32(bounds[leading + outer])};
-    SmallVector<Value> boxDims = {c.constant(op.getSwizzle()),
+    SmallVector<Value> boxDims = {c.constant(op.getSwizzle() / unit),
                                   c.constant(op.getBox()[outer])};
     // Byte strides of dimensions 1 and up (dimension 0's is one byte).
     SmallVector<Value> byteStrides = {arith::MulIOp::create(
@@ -133,9 +139,10 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     // rank holds the rank minus one; bytes (U8), no interleave, the map's
     // swizzle, zero fill.
     int swizzleMode = int(layout::getTmaSwizzleMode(op.getSwizzle()));
+    // Element types: 0 is U8, 7 is F32 (PTX's tensormap field values).
     for (auto [name, value] :
          {std::pair<StringRef, int>{"rank", int(globalDims.size()) - 1},
-          {"elemtype", 0},
+          {"elemtype", op.getTyped() ? 7 : 0},
           {"interleave_layout", 0},
           {"swizzle_mode", swizzleMode},
           {"fill_mode", 0}})
@@ -232,26 +239,32 @@ std::string coordinateConstraints(int64_t rank) {
 /// calls `fn(sharedAddress, innerByte, outerRow)` once per swizzle-wide slab
 /// of the inner dimension (slab s: `outer` rows of `swizzle` bytes at byte
 /// s * rows * swizzle of the tile, from byte inner * elemBytes + s * swizzle
-/// of the rows).
+/// of the rows). With `elements` (a typed map) the inner coordinate counts
+/// elements: inner + s * swizzle / elemBytes.
 void forEachSlab(ConversionPatternRewriter &rw, Location loc, ThreadCoords &c,
                  sagegpu::SharedTileType type, Value base, Value outer,
-                 Value inner, function_ref<void(Value, Value, Value)> fn) {
+                 Value inner, function_ref<void(Value, Value, Value)> fn,
+                 bool elements = false) {
   Type i32 = rw.getI32Type();
   int64_t elemBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+  // A typed map's coordinates count elements, not bytes.
+  int64_t unit = elements ? elemBytes : 1;
   auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
   int64_t swizzle = encoding.getSwizzle();
   unsigned innerDim = encoding.getInner();
   int64_t rows = type.getShape()[1 - innerDim];
   int64_t slabs = type.getShape()[innerDim] * elemBytes / swizzle;
-  Value innerByte = arith::TruncIOp::create(
+  Value innerCoord = arith::TruncIOp::create(
       rw, loc, i32,
       arith::MulIOp::create(
           rw, loc, inner,
-          arith::ConstantOp::create(rw, loc, rw.getI64IntegerAttr(elemBytes))));
+          arith::ConstantOp::create(rw, loc,
+                                    rw.getI64IntegerAttr(elemBytes / unit))));
   Value outerRow = arith::TruncIOp::create(rw, loc, i32, outer);
   for (int64_t slab = 0; slab < slabs; ++slab)
     fn(arith::AddIOp::create(rw, loc, base, c.constant(slab * rows * swizzle)),
-       arith::AddIOp::create(rw, loc, innerByte, c.constant(slab * swizzle)),
+       arith::AddIOp::create(rw, loc, innerCoord,
+                             c.constant(slab * swizzle / unit)),
        outerRow);
 }
 
@@ -302,22 +315,30 @@ struct TmaStoreLowering : public OpConversionPattern<sagegpu::TmaStoreOp> {
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
     SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
-    forEachSlab(rw, loc, c, op.getSource().getType(),
-                addressOf(rw, loc, adaptor.getSource()), adaptor.getOuter(),
-                adaptor.getInner(), [&](Value src, Value x, Value y) {
-                  SmallVector<Value> operands{mapAddress, x, y};
-                  llvm::append_range(operands, leading);
-                  int64_t rank = 2 + leading.size();
-                  operands.append({src, first});
-                  inlinePtx(rw, loc, Type(), operands,
-                            ("@$" + Twine(rank + 2) + " cp.async.bulk.tensor." +
-                             Twine(rank) +
-                             "d.global.shared::cta.bulk_group [$0, {" +
-                             coordinateList(rank, 1) + "}], [$" +
-                             Twine(rank + 1) + "];")
-                                .str(),
-                            "l" + coordinateConstraints(rank) + ",r,b");
-                });
+    forEachSlab(
+        rw, loc, c, op.getSource().getType(),
+        addressOf(rw, loc, adaptor.getSource()), adaptor.getOuter(),
+        adaptor.getInner(),
+        [&](Value src, Value x, Value y) {
+          SmallVector<Value> operands{mapAddress, x, y};
+          llvm::append_range(operands, leading);
+          int64_t rank = 2 + leading.size();
+          operands.append({src, first});
+          // A bulk reduction adds the tile (f32) instead.
+          std::string copy =
+              op.getAdd()
+                  ? "cp.reduce.async.bulk.tensor." + std::to_string(rank) +
+                        "d.global.shared::cta.add.tile"
+                  : "cp.async.bulk.tensor." + std::to_string(rank) +
+                        "d.global.shared::cta";
+          inlinePtx(rw, loc, Type(), operands,
+                    ("@$" + Twine(rank + 2) + " " + copy +
+                     ".bulk_group [$0, {" + coordinateList(rank, 1) + "}], [$" +
+                     Twine(rank + 1) + "];")
+                        .str(),
+                    "l" + coordinateConstraints(rank) + ",r,b");
+        },
+        /*elements=*/op.getAdd());
     // The tile's bytes are free once the engine has read them (its writes
     // to global memory complete on their own).
     inlinePtx(rw, loc, Type(), {first}, "@$0 cp.async.bulk.commit_group;", "b");

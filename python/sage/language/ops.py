@@ -163,7 +163,10 @@ def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
     (sm_90a, a view TMA accepts: 16-byte aligned rows and base, unit inner
     stride); the compiler falls back to plain stores otherwise. It frees the
     threads' load/store queues (a GEMM's epilogue) at the price of shared
-    memory for the tile. Results are the same.
+    memory for the tile. Results are the same. Both together are a bulk
+    reduction: the copy engine adds the whole tile (each element atomically,
+    at L2; ``cp.reduce.async.bulk.tensor``) where the view allows, else the
+    threads' atomics do.
     """
     pointer = _pointer(pointer, "store's pointer")
     value = tile(value, "the stored value")
@@ -176,9 +179,6 @@ def store(pointer: Value, value: Value, offsets: Sequence[Scalar],
         raise error(f"atomic_add stores need f32 values, got {value.type.mlir}")
     if not isinstance(tma, bool):
         raise error("tma must be a Python bool")
-    if tma and atomic_add:
-        raise error("a store is tma or atomic_add, not both: the copy engine writes, it does "
-                    "not add")
     backend().store(value, pointer, *_view(offsets, strides, bounds), atomic_add, tma)
 
 

@@ -270,3 +270,32 @@ def test_launch_num_stages_pipelines_plain_loops(record, m, n, k):
     assert "sage.num_stages = 3 : i32" in compiled.ir
     assert "cp.async.bulk.tensor" in compiled.ptx
     record(f"jit_launch_stages_int8_matmul[3:{m}x{n}x{k}]", "exact")
+
+
+def split_k_sum(x, out, M, N, SPLIT, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
+                TMA: sl.constexpr):
+    """out[m, n] += sum over s of x[s, m, n]: program (i, j, s) adds its slice's
+    tile into out (a bulk reduction by the copy engine with TMA)."""
+    row, col, s = sl.program_id(0) * BLOCK_M, sl.program_id(1) * BLOCK_N, sl.program_id(2)
+    t = sl.load(x, (BLOCK_M, BLOCK_N), (s, row, col), (M * N, N, 1), (SPLIT, M, N))
+    sl.store(out, t, (row, col), (N, 1), (M, N), atomic_add=True, tma=TMA)
+
+
+@pytest.mark.parametrize("m,n,engine", [(256, 128, True), (200, 144, True), (256, 72, False)])
+def test_bulk_reduction_adds_tiles(record, m, n, engine):
+    """sl.store(..., atomic_add=True, tma=True): the copy engine adds each
+    program's tile to C (cp.reduce.async.bulk.tensor ... .add), also with
+    tails in both dimensions (200 x 144 at 64 x 32 tiles); a row pitch the
+    JIT cannot prove 16-byte aligned (N = 72) keeps per-element atomics. 7
+    slices of small integers sum exactly in f32 either way."""
+    split = 7
+    x = torch.randint(-8, 9, (split, m, n), device="cuda").float()
+    kernel = sage.jit(split_k_sum)
+    grid = (_cdiv(m, 64), _cdiv(n, 32), split)
+    for tma in (True, False):
+        out = torch.ones(m, n, device="cuda")
+        compiled = kernel.compile(x, out, m, n, split, BLOCK_M=64, BLOCK_N=32, TMA=tma)
+        kernel[grid](x, out, m, n, split, BLOCK_M=64, BLOCK_N=32, TMA=tma)
+        assert torch.equal(out, 1 + x.sum(0))
+        assert ("cp.reduce.async.bulk.tensor.2d" in compiled.ptx) == (tma and engine)
+    record(f"jit_bulk_reduction[{m}x{n},engine={engine}]", "exact")

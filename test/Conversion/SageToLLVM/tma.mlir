@@ -134,6 +134,27 @@ func.func @store(%c: !sage.ptr<i8>, %n: i64, %t: tensor<64x256xi8, #blocked>,
   return
 }
 
+// sagegpu.tma_store add: the copy engine adds the tile (a bulk reduction)
+// through a typed map: element type F32 (7), dimension 0 and the box's
+// slab in elements (128 bytes: 32), the copy's inner coordinate in
+// elements (the column, not 4x it).
+// CHECK-LABEL: func.func @store_add
+// CHECK: "@$1 tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [$0], 7;"
+// CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 0, $1;", "r,r,b" %{{.*}}, %c32_i32,
+// CHECK: "@$2 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [$0], 0, $1;", "r,r,b" %{{.*}}, %[[N:.*]],
+// CHECK: %[[COL:.*]] = arith.trunci %arg18 : i64 to i32
+// CHECK: "@$4 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b" %{{.*}}, %[[COL]],
+// CHECK-NEXT: "@$0 cp.async.bulk.commit_group;"
+func.func @store_add(%c: !sage.ptr<f32>, %n: i64, %t: tensor<64x32xf32, #blocked>, %col: i64,
+                     %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %m = sage.make_tensor_map %c strides [%n, %c1] bounds [%n, %n] box [64, 32] inner 1 swizzle 128 typed scratch %scratch[0] : !sage.ptr<f32>, !sage.ptr<i8>
+  %s = sagegpu.local_alloc %t : tensor<64x32xf32, #blocked> -> !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>
+  sagegpu.tma_store add %s into %m[%c0, %col] : !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>
+  return
+}
+
 // A map with leading dimensions (a batch and a head; strides %sb, %sh):
 // rank 4 (field 3), dimensions 2 and 3 the head and the batch with boxes of
 // one index, their byte strides the fields after the rows'. Copies name

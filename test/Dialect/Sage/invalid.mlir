@@ -651,6 +651,15 @@ func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.glo
 
 // -----
 
+func.func @f(%p: !sage.ptr<bf16>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
+  %c1 = arith.constant 1 : i64
+  // expected-error @+1 {{a typed map counts f32 elements, not 'bf16'}}
+  %m = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 64] inner 1 swizzle 128 typed scratch %s[0] : !sage.ptr<bf16>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
 // The unit stride is the inner tile dimension's, after the leading ones.
 func.func @f(%p: !sage.ptr<i8>, %n: i64, %s: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c1 = arith.constant 1 : i64
@@ -683,15 +692,6 @@ func.func @k(%n: i32) {
   // expected-error @+1 {{'sage.num_stages' must be a positive integer}}
   scf.for %i = %c0 to %n step %c1 : i32 {
   } {sage.num_stages = 0 : i32}
-  return
-}
-
-// -----
-
-func.func @f(%t: tensor<64x64xf32>, %p: !sage.ptr<f32>, %n: i64) {
-  %c1 = arith.constant 1 : i64
-  // expected-error @+1 {{atomic_add and tma exclude each other}}
-  sage.store atomic_add tma %t, %p[%n, %n] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xf32>, !sage.ptr<f32>
   return
 }
 

@@ -167,6 +167,42 @@ func.func @f(%m: !sage.tensor_map, %n: i64,
 
 // -----
 
+// A bulk reduction adds f32, as sage.store atomic_add.
+func.func @f(%m: !sage.tensor_map, %n: i64,
+             %a: !sagegpu.smem<64x64xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>) {
+  // expected-error @+1 {{adds f32 tiles only (as sage.store atomic_add), not 'bf16'}}
+  sagegpu.tma_store add %a into %m[%n, %n] : !sagegpu.smem<64x64xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>
+  return
+}
+
+// -----
+
+// A bulk reduction adds through a typed map (elements of f32), a plain
+// store through a byte map.
+func.func @f(%p: !sage.ptr<f32>, %n: i64,
+             %a: !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>, %s: !sage.ptr<i8>)
+    attributes {sage.global_scratch = 256 : i64} {
+  %c1 = arith.constant 1 : i64
+  %bytes = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 32] inner 1 swizzle 128 scratch %s[0] : !sage.ptr<f32>, !sage.ptr<i8>
+  // expected-error @+1 {{adds through a map that counts bytes: a bulk reduction needs a typed map}}
+  sagegpu.tma_store add %a into %bytes[%n, %n] : !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>
+  return
+}
+
+// -----
+
+func.func @f(%p: !sage.ptr<f32>, %n: i64,
+             %a: !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>, %s: !sage.ptr<i8>)
+    attributes {sage.global_scratch = 256 : i64} {
+  %c1 = arith.constant 1 : i64
+  %typed = sage.make_tensor_map %p strides [%n, %c1] bounds [%n, %n] box [64, 32] inner 1 swizzle 128 typed scratch %s[1] : !sage.ptr<f32>, !sage.ptr<i8>
+  // expected-error @+1 {{stores through a typed map: only a bulk reduction (add) uses one}}
+  sagegpu.tma_store %a into %typed[%n, %n] : !sagegpu.smem<64x32xf32, #sagegpu.shared<swizzle = 128, bits = 32>>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{a shared buffer without encoding holds mbarriers: rank 1 and i64}}
 func.func @f(%a: !sagegpu.smem<2xi32>) { return }
 

@@ -456,6 +456,35 @@ func.func @tma_store_fallback(%t: tensor<64x64xbf16>, %c: !sage.ptr<bf16> {sage.
 
 // -----
 
+// A store that adds (f32) and is marked tma becomes a bulk reduction by the
+// copy engine (128-byte rows of f32: swizzle 128); the same without an
+// aligned view keeps its per-element atomics.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @tma_add
+// CHECK: %[[MAP:.*]] = sage.make_tensor_map %arg1 strides[%arg2, %c1_i64] bounds[%arg3, %arg3] box [64, 32] inner 1 swizzle 128 typed
+// CHECK: %[[STAGED:.*]] = sagegpu.local_alloc %arg0
+// CHECK-NEXT: sagegpu.tma_store add %[[STAGED]] into %[[MAP]][%arg4, %c0_i64]
+// CHECK-NOT: sage.store
+// CHECK-LABEL: func.func @tma_add_fallback
+// CHECK: sage.store atomic_add %arg0, %arg1
+func.func @tma_add(%t: tensor<64x32xf32>, %c: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                   %n: i64 {sage.divisibility = 16 : i64}, %m: i64, %row: i64) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  sage.store atomic_add tma %t, %c[%row, %c0] strides [%n, %c1] bounds [%m, %m] : tensor<64x32xf32>, !sage.ptr<f32>
+  return
+}
+func.func @tma_add_fallback(%t: tensor<64x32xf32>, %c: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                            %n: i64, %m: i64, %row: i64) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  sage.store atomic_add tma %t, %c[%row, %c0] strides [%n, %c1] bounds [%m, %m] : tensor<64x32xf32>, !sage.ptr<f32>
+  return
+}
+}
+
+// -----
+
 // Views with leading dimensions (a batch and a head). A TMA copy keeps them
 // as dimensions of its map, built once before the loop over the tiles (the
 // view is the whole tensor), and names its batch and head per copy; a

@@ -113,6 +113,9 @@ LogicalResult MakeTensorMapOp::verify() {
                          << getBounds().size() << " bounds";
   if (!getScratch().getType().getPointeeType().isInteger(8))
     return emitOpError() << "scratch must be a !sage.ptr<i8>";
+  if (getTyped() && !getPtr().getType().getPointeeType().isF32())
+    return emitOpError() << "a typed map counts f32 elements, not "
+                         << getPtr().getType().getPointeeType();
   int64_t inner = getInner();
   APInt unit;
   if (!matchPattern(getTileStrides()[inner], m_ConstantInt(&unit)) || unit != 1)
@@ -144,9 +147,6 @@ LogicalResult StoreOp::verify() {
   if (getAtomicAdd() && !tile.getElementType().isF32())
     return emitOpError() << "atomic_add needs an f32 tile, got "
                          << tile.getElementType();
-  if (getAtomicAdd() && getTma())
-    return emitOpError("atomic_add and tma exclude each other: the copy "
-                       "engine's store writes, it does not add");
   return success();
 }
 

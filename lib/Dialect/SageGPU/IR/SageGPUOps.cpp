@@ -230,6 +230,16 @@ LogicalResult TmaLoadOp::verify() {
 }
 
 LogicalResult TmaStoreOp::verify() {
+  if (getAdd() && !getSource().getType().getElementType().isF32())
+    return emitOpError() << "adds f32 tiles only (as sage.store atomic_add), "
+                            "not "
+                         << getSource().getType().getElementType();
+  auto map = getMap().getDefiningOp<sage::MakeTensorMapOp>();
+  if (map && map.getTyped() != getAdd())
+    return emitOpError() << (getAdd() ? "adds through a map that counts bytes: "
+                                        "a bulk reduction needs a typed map"
+                                      : "stores through a typed map: only a "
+                                        "bulk reduction (add) uses one");
   return verifyTmaTile(*this, getMap(), getLeading(), getSource().getType(),
                        "stores from");
 }

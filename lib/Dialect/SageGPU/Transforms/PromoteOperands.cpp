@@ -214,7 +214,8 @@ struct Promoter {
   /// box, for an op at `at` (as above).
   Value buildTensorMap(Operation *at, Value ptr, ValueRange strides,
                        ValueRange bounds, ArrayRef<int64_t> box,
-                       unsigned contract, unsigned swizzle) {
+                       unsigned contract, unsigned swizzle,
+                       bool typed = false) {
     OpBuilder b(at);
     if (!mapScratch) {
       MLIRContext *ctx = at->getContext();
@@ -235,7 +236,7 @@ struct Promoter {
     setInsertionAfterAll(b, view);
     return MakeTensorMapOp::create(
         b, at->getLoc(), TensorMapType::get(at->getContext()), ptr, strides,
-        bounds, mapScratch, box, contract, swizzle, slot);
+        bounds, mapScratch, box, contract, swizzle, slot, typed);
   }
 
   /// A `sage.store ... tma` whose view the copy engine can write (a kernel
@@ -269,14 +270,16 @@ struct Promoter {
                                 /*inner=*/1));
     Value map = buildTensorMap(store, store.getPtr(), store.getStrides(),
                                store.getBounds(), tile.getShape(),
-                               /*contract=*/1, swizzle);
+                               /*contract=*/1, swizzle,
+                               /*typed=*/store.getAtomicAdd());
     OpBuilder b(store);
     Location loc = store.getLoc();
     Value staged =
         LocalAllocOp::create(b, loc, type, store.getValue(), IntegerAttr());
     TmaStoreOp::create(b, loc, map, store.getOffsets().drop_back(2),
                        store.getOffsets()[leading],
-                       store.getOffsets()[leading + 1], staged);
+                       store.getOffsets()[leading + 1], staged,
+                       store.getAtomicAdd());
     store.erase();
   }
 

@@ -110,7 +110,10 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
     2-D tile has unit stride and the other strides span multiples of 16
     bytes. Leading dimensions (the entries of `strides` and `bounds` before
     the last two, at most 3) are dimensions of the map with a box of 1:
-    a copy names one index in each (`sagegpu.tma_load`'s `leading`). The map is
+    a copy names one index in each (`sagegpu.tma_load`'s `leading`).
+    With `typed` (f32 only) the map counts f32 elements instead of bytes
+    (copies then name element coordinates): what a bulk reduction needs,
+    the copy engine adding values of the map's element type. The map is
     written to the 128 bytes at `scratch + (program * count + slot) * 128`,
     where `program` is the linear program index and `count` the number of
     maps each program builds (the function's `sage.global_scratch` divided by
@@ -143,12 +146,14 @@ def Sage_MakeTensorMapOp : Sage_Op<"make_tensor_map", [
                    DenseI64ArrayAttr:$box,
                    ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<1>]>:$inner,
                    I64Attr:$swizzle,
-                   ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$slot,
+                   UnitAttr:$typed);
   let results = (outs Sage_TensorMapType:$result);
   let assemblyFormat = [{
     $ptr `strides` `[` $strides `]` `bounds` `[` $bounds `]` `box` $box
-    `inner` $inner `swizzle` $swizzle `scratch` $scratch `[` $slot `]`
-    attr-dict `:` qualified(type($ptr)) `,` qualified(type($scratch))
+    `inner` $inner `swizzle` $swizzle (`typed` $typed^)? `scratch` $scratch
+    `[` $slot `]` attr-dict `:` qualified(type($ptr)) `,`
+    qualified(type($scratch))
   }];
   let extraClassDeclaration = [{
     /// Bytes of one tensor map in global memory.
@@ -184,7 +189,9 @@ def Sage_StoreOp : Sage_Op<"store", [AttrSizedOperandSegments,
     With `tma` the tile is written to shared memory and the copy engine
     stores it (`sagegpu.tma_store`), where the target and the view allow it
     (`sagegpu-promote-operands`); otherwise, and in the interpreter, it is a
-    plain store. The result is the same either way.
+    plain store. The result is the same either way. Both together are a
+    bulk reduction: the copy engine adds the tile (`sagegpu.tma_store add`),
+    else per-element atomics do.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_AnyTile:$value, Sage_PtrType:$ptr,

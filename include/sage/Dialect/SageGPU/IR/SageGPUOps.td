@@ -243,13 +243,17 @@ def SageGPU_TmaStoreOp : SageGPU_Op<"tma_store", [
     puts a fenced barrier between the threads' writes of `source` and the
     op). Elements of the box outside the tensor are not written. The map's
     box is the tile and its leading indices `leading`, as for
-    `sagegpu.tma_load`.
+    `sagegpu.tma_load`. With `add` the engine adds the tile to memory
+    instead (a bulk reduction, `cp.reduce.async.bulk.tensor ... .add`:
+    each element's addition is atomic, done at L2), which is how programs
+    that share an output combine f32 results without a per-thread atomic.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_TensorMapType:$map, Variadic<I64>:$leading,
-                   I64:$outer, I64:$inner, SageGPU_SharedTile:$source);
+                   I64:$outer, I64:$inner, SageGPU_SharedTile:$source,
+                   UnitAttr:$add);
   let assemblyFormat = [{
-    $source `into` $map `[` $outer `,` $inner `]`
+    (`add` $add^)? $source `into` $map `[` $outer `,` $inner `]`
     (`leading` `[` $leading^ `]`)? attr-dict
     `:` qualified(type($source))
   }];
