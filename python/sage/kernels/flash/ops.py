@@ -137,13 +137,17 @@ class FlashTiles:
 #: registers at launch (setmaxnreg then gives the consumers 232), no spills.
 #: Without the producer: 194-248 registers (D=64) and 235-255 (D=128), no
 #: spills (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once);
-#: with V as it is (``transpose_v=False``) 242-255, 20 bytes spilled at D=128
-#: causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
+#: with V as it is (``transpose_v=False``) 242-255, up to 96 bytes spilled
+#: at D=128 causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
 #: the producer took the D=128 forward from 0.65-0.74x to 0.81-0.83x cuDNN.
 #: Ping-pong (``ping_pong=True``) is not the default: in three runs (each
 #: beside the plan without turns) it moved D=128 by -3 to +1 % and D=64
 #: causal by -7 to +4 %; only D=64 non-causal gained in every run (+4 to
-#: +20 %).
+#: +20 %). Persistent (``persistent=True``) is not the default either: in
+#: three runs (H200 twice, H100, 2026-11-26-h*-flash-*) it moved D=128 by -1
+#: to +0.4 %, D=128 causal by -7 to +0.3 % (a static split of unequal
+#: tiles over 132 programs balances worse than the hardware's scheduling
+#: of one program per tile), D=64 by +1 to +5 %, D=64 causal by -2 to +3 %.
 TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
          128: FlashTiles(128, 128, 2, 8, warp_specialize=True)}
 #: The head dimensions the entry point takes: those with a plan.
