@@ -201,8 +201,9 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
         sl.store(o, out.to(o.dtype.element), (batch, head, row, 0),
                  (stride_ob, stride_oh, stride_on, 1), (BATCH, HEADS, rows_out, D))
         if STORE_LSE:
-            sl.store(lse, (m + sl.log2(l)) * LN2, (batch, head, row, 0), (HEADS * N, N, 1, 0),
-                     (BATCH, HEADS, rows_out, 1))
+            # LSE is (BATCH, HEADS, N) contiguous: strides in i64.
+            sl.store(lse, (m + sl.log2(l)) * LN2, (batch, head, row, 0),
+                     (HEADS.to(sl.int64) * N, N, 1, 0), (BATCH, HEADS, rows_out, 1))
 
     if PERSISTENT and CAUSAL:
         # A causal query block's work grows with its index: block j and
@@ -210,7 +211,9 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
         # program takes such pairs, the long block first, so that every
         # program gets the same work (programs striding over single blocks
         # get sums that differ by up to a fifth); the middle block of an odd
-        # count pairs with nothing.
+        # count pairs with nothing. (Measured: still no faster than one
+        # program per tile, whose scheduling the hardware balances; see
+        # ops.TILES.)
         pairs = (blocks + 1) // 2
         for pair in sl.range(sl.program_id(0), pairs * HEADS * BATCH, sl.num_programs(0)):
             j = pair % pairs
