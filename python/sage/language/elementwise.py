@@ -253,9 +253,7 @@ def fma(a: Operand, b: Operand, c: Operand) -> Value:
 
     The operands broadcast to a common shape and type as in ``a * b``.
     """
-    a, b = promote(a, b)
-    a, c = promote(a, c)
-    b, a = promote(b, a)
+    a, b, c = promote(a, b, c)
     if a.is_pointer or not a.dtype.is_float:
         raise error(f"sl.fma needs float operands, got {a.type.mlir}")
     return Value(a.type, backend().arith("math.fma", [a, b, c], a.type))

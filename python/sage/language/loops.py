@@ -220,7 +220,10 @@ class _Rewriter(ast.NodeTransformer):
         self.is_range = is_range
         self.filename = filename
         self.count = 0
-        self._scope(function)
+        # visit_FunctionDef sets the scope, the kernel function's first.
+        self.params: set[str] = set()
+        self.stores: list[tuple[str, ast.AST]] = []
+        self.loads: list[ast.Name] = []
 
     def _scope(self, function: ast.FunctionDef) -> None:
         """Loops see the names of their innermost enclosing function: its
@@ -233,8 +236,9 @@ class _Rewriter(ast.NodeTransformer):
                       and isinstance(n.ctx, ast.Load)]
 
     def visit_FunctionDef(self, function: ast.FunctionDef) -> Any:
-        """A helper function nested in the kernel may hold loops of its own
-        (a persistent kernel's body per tile): they carry its names."""
+        """The kernel function, or a helper nested in it that holds loops of
+        its own (a persistent kernel's body per tile): its loops carry its
+        names."""
         outer = (self.params, self.stores, self.loads)
         self._scope(function)
         self.generic_visit(function)

@@ -396,7 +396,8 @@ LogicalResult WarpgroupTurnOp::verify() {
       int64_t(getWarpgroups()) * WarpSpecializeOp::kProducerThreads)
     return emitOpError() << "takes turns among " << getWarpgroups()
                          << " warpgroups, but the consumers are "
-                         << ws.getConsumerThreads() / 128;
+                         << ws.getConsumerThreads() /
+                                WarpSpecializeOp::kProducerThreads;
   return success();
 }
 
