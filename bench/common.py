@@ -13,6 +13,7 @@ import argparse
 import fnmatch
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -30,6 +31,37 @@ def add_python_path() -> None:
     path = str(REPO / "python")
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+#: The plan suffix that times a sage provider with SAGE_TENSOR_MAPS=device
+#: (every program builds its TMA tensor maps) instead of host-encoded maps.
+DEVICE_MAPS = ":dm"
+
+
+def split_device_maps(spec: str) -> tuple[str, bool]:
+    """``"PLAN:dm"`` -> ("PLAN", True); any other plan -> (plan, False)."""
+    if spec.endswith(DEVICE_MAPS):
+        return spec[: -len(DEVICE_MAPS)], True
+    return spec, False
+
+
+def with_tensor_maps(fn: Callable[[], Any], device_maps: bool) -> Callable[[], Any]:
+    """``fn``, run with SAGE_TENSOR_MAPS=device when ``device_maps`` (the JIT
+    reads it per launch, so the two builds of a kernel coexist in one process)."""
+    if not device_maps:
+        return fn
+
+    def run() -> Any:
+        previous = os.environ.get("SAGE_TENSOR_MAPS")
+        os.environ["SAGE_TENSOR_MAPS"] = "device"
+        try:
+            return fn()
+        finally:
+            if previous is None:
+                del os.environ["SAGE_TENSOR_MAPS"]
+            else:
+                os.environ["SAGE_TENSOR_MAPS"] = previous
+    return run
 
 
 def log(text: str) -> None:

@@ -32,8 +32,9 @@ cuDNN and flash; issue #11's bar is sage >= 0.95x cuDNN at B4 H32 N8K D128,
 causal and not (the default plan only). ``--sage-tiles`` (repeatable) times
 sage at other plans as well (``BMxBN:STAGES:WARPS`` with ``:vt`` (V
 transposed first, the default) or ``:v`` (V as it is), ``:rN`` (at most N
-registers), ``:ws`` (a producer warpgroup), ``:pp`` (ping-pong) and ``:ps``
-(persistent)); without it, the default blocks with V as it is
+registers), ``:ws`` (a producer warpgroup), ``:pp`` (ping-pong), ``:ps``
+(persistent) and ``:dm`` (tensor maps built by every program,
+SAGE_TENSOR_MAPS=device, instead of encoded at launch)); without it, the default blocks with V as it is
 (``128x128:2:8:v``) are timed besides, ``--sage-tiles none`` times none.
 """
 
@@ -128,8 +129,9 @@ def sage_tiles_arg(text: str) -> str:
     """A ``--sage-tiles`` value, normalised (``none``: no extra plan)."""
     if text.strip() == "none":
         return "none"
+    plan, device_maps = common.split_device_maps(text.strip())
     try:
-        return tiles_spec(parse_tiles(text))
+        return tiles_spec(parse_tiles(plan)) + (common.DEVICE_MAPS if device_maps else "")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -141,7 +143,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps]",
+                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps][:dm]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(
@@ -212,8 +214,10 @@ def provider_fn(variant: Variant, case: FlashCase, inputs: tuple[Any, Any, Any]
     q, k, v = inputs
     if variant.provider == "sage":
         from sage.kernels.flash.ops import FlashTiles, flash_attention  # noqa: PLC0415
-        tiles = None if variant.tiles is None else FlashTiles(**parse_tiles(variant.tiles))
-        return lambda: flash_attention(q, k, v, causal=case.causal, tiles=tiles)
+        plan, device_maps = common.split_device_maps(variant.tiles or "")
+        tiles = FlashTiles(**parse_tiles(plan)) if plan else None
+        return common.with_tensor_maps(
+            lambda: flash_attention(q, k, v, causal=case.causal, tiles=tiles), device_maps)
     from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
     from torch.nn.functional import scaled_dot_product_attention as sdpa  # noqa: PLC0415
     backend = getattr(SDPBackend, BACKENDS[variant.provider])

@@ -1,7 +1,7 @@
 """GEMM speed (issue #11): the sage INT8 and bf16 GEMMs vs torch and Triton, C = A·Bᵀ.
 
     python3 bench/gemm_speed.py OUT.json OUT.md [--quick] [--cases m4096,m8192]
-        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8[:ws][:p][:ts]]
+        [--providers sage-int8,torch-int8,...] [--sage-tiles [int8=|bf16=]128x128x128:4:8[:ws][:p][:ts][:dm]]
         [--triton-tiles 128x256x128:3:8] [--rounds 3] [--budget-s 200] [--no-check]
 
 A is M x K and B is N x K (both K-major, contiguous), at M = N = K = 4096 and
@@ -32,7 +32,8 @@ t_other / t_sage (above 1: sage faster) with issue #11's bars: sage-int8 ≥
 providers at other tile plans (``BMxBNxBK:STAGES:WARPS``, ``:ws`` for a
 warp-specialised loop: a TMA producer warpgroup beside WARPS consumer warps,
 ``:p`` for one persistent program per SM walking the tiles, ``:ts`` for C
-stored by the copy engine;
+stored by the copy engine, ``:dm`` for tensor maps built by every program
+(SAGE_TENSOR_MAPS=device) instead of encoded at launch;
 ``bf16=`` for the bf16 GEMM, else INT8), timed and compared like the
 defaults; only the default plans count for the bars.
 """
@@ -146,13 +147,15 @@ def tiles_spec(tiles: dict[str, int]) -> str:
 
 
 def sage_tiles_arg(text: str) -> tuple[str, str]:
-    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts]`` -> (kind, plan)."""
+    """A ``--sage-tiles`` value, ``[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts][:dm]``
+    -> (kind, plan)."""
     kind, _, spec = text.rpartition("=")
     kind = kind or "int8"
     if kind not in ("int8", "bf16"):
         raise argparse.ArgumentTypeError(f"{text!r}: the prefix is int8= or bf16=")
+    plan, device_maps = common.split_device_maps(spec)
     try:
-        return kind, tiles_spec(parse_tiles(spec))
+        return kind, tiles_spec(parse_tiles(plan)) + (common.DEVICE_MAPS if device_maps else "")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -176,7 +179,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="the 4096 cube only", cases_example="m4096-n4096,m8192",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=[],
-                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts]",
+                        metavar="[int8=|bf16=]BMxBNxBK:STAGES:WARPS[:ws][:p][:ts][:dm]",
                         help="also time the sage providers of that kind at this plan "
                              "(repeatable; no prefix: INT8)")
     parser.add_argument("--triton-tiles", type=triton_tiles_arg, default=TRITON_TILES,
@@ -349,15 +352,18 @@ def provider_fn(variant: Variant, plan: str | None, inputs: dict[str, Any],
         triton_int8_kernel()  # ProviderMissing without triton
         return lambda: triton_int8_mm(inputs["a"], inputs["b"], plan, group_m)
     from sage.kernels.gemm.ops import GemmTiles, half_mm, int8_mm  # noqa: PLC0415
+    plan, device_maps = common.split_device_maps(plan)
     tiles = GemmTiles(**parse_tiles(plan), group_m=group_m)
     if provider == "sage-int8":
-        return lambda: int8_mm(inputs["a"], inputs["b"], tiles=tiles)
-    if provider == "sage-int8-f32":
-        return lambda: int8_mm(inputs["a"], inputs["b"], inputs["a_scale"],
-                               inputs["b_scale"], tiles=tiles)
-    if provider == "sage-bf16":
-        return lambda: half_mm(inputs["x"], inputs["y"], tiles=tiles)
-    raise ValueError(f"unknown provider {provider!r}")
+        fn = lambda: int8_mm(inputs["a"], inputs["b"], tiles=tiles)  # noqa: E731
+    elif provider == "sage-int8-f32":
+        fn = lambda: int8_mm(inputs["a"], inputs["b"], inputs["a_scale"],  # noqa: E731
+                             inputs["b_scale"], tiles=tiles)
+    elif provider == "sage-bf16":
+        fn = lambda: half_mm(inputs["x"], inputs["y"], tiles=tiles)  # noqa: E731
+    else:
+        raise ValueError(f"unknown provider {provider!r}")
+    return common.with_tensor_maps(fn, device_maps)
 
 
 def check_output(provider: str, out: Any, inputs: dict[str, Any],

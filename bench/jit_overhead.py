@@ -39,6 +39,15 @@ def scale(x, y, n, alpha, BLOCK: sl.constexpr = 256):
     sl.store(y, t * alpha, offsets=(0, row), strides=(n, 1), bounds=(1, n))
 
 
+def tile_product(a, b, c, n, BLOCK: sl.constexpr = 64):
+    """A kernel with TMA tensor maps: C = A Bᵀ of one 64 x 64 tile (f16 A
+    and B, n x 64, copied by the copy engine on sm_90a)."""
+    at = sl.load(a, shape=(BLOCK, 64), offsets=(0, 0), strides=(64, 1), bounds=(n, 64))
+    bt = sl.load(b, shape=(BLOCK, 64), offsets=(0, 0), strides=(64, 1), bounds=(n, 64))
+    sl.store(c, sl.matmul(at, bt, contract=(1, 1)), offsets=(0, 0), strides=(BLOCK, 1),
+             bounds=(n, BLOCK))
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     out = fn()
@@ -128,6 +137,22 @@ def warm_launch(results: dict[str, Any], launches: int, repeats: int) -> None:
     args = (x.data_ptr(), y.data_ptr(), n, 1.0)
     rows["sage: binding Kernel.launch (floor)"] = per_launch(
         lambda: loaded.launch(1, 1, 1, stream, args), launches, repeats)
+    # Tensor maps: encoded by the launcher (two maps, new addresses on
+    # every launch: both re-encoded), or built on the device with a global
+    # scratch allocated per launch (SAGE_TENSOR_MAPS=device).
+    pairs = [tuple(torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+             for _ in range(2)]
+    c = torch.empty(64, 64, device="cuda")
+    product = sage.jit(tile_product)
+    step = iter(range(1 << 62))
+    previous = os.environ.get("SAGE_TENSOR_MAPS")
+    for where in ("host", "device"):
+        os.environ["SAGE_TENSOR_MAPS"] = where
+        rows[f"sage: TMA kernel, {where} maps"] = per_launch(
+            lambda: product[(1,)](*pairs[next(step) % 2], c, 64), launches, repeats)
+    os.environ.pop("SAGE_TENSOR_MAPS")
+    if previous is not None:
+        os.environ["SAGE_TENSOR_MAPS"] = previous
     try:
         import triton
         import triton.language as tl

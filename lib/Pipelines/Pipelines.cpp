@@ -48,6 +48,10 @@ void mlir::sage::buildSageToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createLoopInvariantCodeMotionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // The maps the arguments determine become kernel parameters the launcher
+  // encodes (before warp specialisation: the producer then needs no map of
+  // its own).
+  pm.addPass(sagegpu::createSageGPUHostTensorMaps());
   // A loop marked sage.warp_specialize gets a producer warpgroup for its
   // TMA copies; loops with sage.num_stages issue theirs ahead (their tensor
   // maps are outside the loops by now).

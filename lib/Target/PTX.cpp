@@ -11,6 +11,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Target/LLVMIR/LLVMTranslationInterface.h"
 
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -33,10 +34,25 @@ using namespace mlir;
 
 static constexpr llvm::StringLiteral kTriple = "nvptx64-nvidia-cuda";
 
+namespace {
+/// The sage attributes left on lowered kernels are launch facts for the
+/// PTX header (describeKernels), not LLVM's: the translation drops them.
+struct SageTranslationInterface : public LLVMTranslationDialectInterface {
+  using LLVMTranslationDialectInterface::LLVMTranslationDialectInterface;
+  LogicalResult convertParameterAttr(LLVM::LLVMFuncOp, int, NamedAttribute,
+                                     LLVM::ModuleTranslation &) const override {
+    return success();
+  }
+};
+} // namespace
+
 void mlir::sage::registerPTXTranslations(DialectRegistry &registry) {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
+  registry.addExtension(+[](MLIRContext *, SageDialect *dialect) {
+    dialect->addInterfaces<SageTranslationInterface>();
+  });
 }
 
 /// Only NVPTX is initialised: the library carries no other backend.
@@ -137,6 +153,31 @@ std::string mlir::sage::describeKernels(ModuleOp module) {
       global = bytes.getInt();
     os << "// sage.kernel name=" << func.getName() << " threads=" << threads
        << " shared_memory=" << shared << " global_scratch=" << global << "\n";
+    // One line per host-encoded tensor map: the parameter and the fields'
+    // host expressions (lists joined by ';').
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto recipe = func.getArgAttrOfType<DictionaryAttr>(
+          i, SageDialect::kHostTensorMapAttrName);
+      if (!recipe)
+        continue;
+      auto list = [&](StringRef key) {
+        std::string joined;
+        for (Attribute a : cast<ArrayAttr>(recipe.get(key)))
+          joined += (joined.empty() ? "" : ";") +
+                    cast<StringAttr>(a).getValue().str();
+        return joined;
+      };
+      os << "// sage.tensor_map kernel=" << func.getName() << " param=" << i
+         << " address=" << cast<StringAttr>(recipe.get("address")).getValue()
+         << " dims=" << list("dims") << " strides=" << list("strides")
+         << " box=";
+      llvm::interleave(cast<DenseI64ArrayAttr>(recipe.get("box")).asArrayRef(),
+                       os, ",");
+      os << " element_type="
+         << cast<IntegerAttr>(recipe.get("element_type")).getInt()
+         << " swizzle=" << cast<IntegerAttr>(recipe.get("swizzle")).getInt()
+         << "\n";
+    }
   });
   return text;
 }

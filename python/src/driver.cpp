@@ -7,14 +7,22 @@
 //===----------------------------------------------------------------------===//
 
 #include "binding.h"
+#include "tensor_maps.h"
+
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <dlfcn.h>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace py = pybind11;
+using sage::python::HostExpression;
+using sage::python::HostTensorMap;
+using sage::python::TensorMapFields;
 
 namespace {
 using CUresult = int;
@@ -63,10 +71,19 @@ struct Driver {
   CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  // Optional (CUDA 12.0+): only kernels with host tensor maps need it.
+  CUresult (*cuTensorMapEncodeTiled)(void *, int, std::uint32_t, void *,
+                                     const std::uint64_t *,
+                                     const std::uint64_t *,
+                                     const std::uint32_t *,
+                                     const std::uint32_t *, int, int, int, int);
 };
 
 /// Raised for every failing driver call, with the driver's own words.
 PyObject *cudaErrorType = nullptr;
+/// Raised before a launch whose host tensor map would have an empty
+/// dimension (the driver encodes none; the JIT relaunches with device maps).
+PyObject *emptyMapErrorType = nullptr;
 
 [[noreturn]] void raiseCudaError(const std::string &message) {
   PyErr_SetString(cudaErrorType, message.c_str());
@@ -119,6 +136,9 @@ const Driver &driver() {
 #undef SAGE_BIND
     if (!complete)
       return;
+    api.cuTensorMapEncodeTiled =
+        reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(
+            dlsym(handle, "cuTensorMapEncodeTiled"));
     CUresult status = api.cuInit(0);
     if (status != CUDA_SUCCESS) {
       const char *name = nullptr;
@@ -176,19 +196,64 @@ int deviceAttribute(int ordinal, int attribute) {
   return value;
 }
 
+/// A host tensor map as Python hands it over: (param, address, dims,
+/// strides, box, element type, swizzle), from the PTX header.
+using MapSpec =
+    std::tuple<unsigned, std::string, std::vector<std::string>,
+               std::vector<std::string>, std::vector<std::uint32_t>, int, int>;
+
+/// Tensor-map enums of cuda.h used by the encoder.
+constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+constexpr int CU_TENSOR_MAP_L2_PROMOTION_NONE = 0;
+constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
+
+/// A host tensor map's 128 bytes as a kernel parameter (64-byte aligned).
+struct alignas(64) EncodedMap {
+  unsigned char bytes[128];
+};
+
 /// One kernel of a loaded module, with the launch facts of its PTX header.
-/// The signature has one letter per argument: P (pointer), i (i32), l (i64),
-/// f (f32).
+/// The signature has one letter per argument the caller passes: P
+/// (pointer), i (i32), l (i64), f (f32); the host tensor maps follow them
+/// as the last parameters, computed from those arguments on each launch.
 class Kernel {
 public:
   Kernel(const py::bytes &image, std::string name, int device, int threads,
-         int sharedMemory, std::string signature)
+         int sharedMemory, std::string signature,
+         const std::vector<MapSpec> &tensorMaps)
       : name(std::move(name)), signature(std::move(signature)), device(device),
         threads(threads), sharedMemory(sharedMemory) {
     for (char c : this->signature)
       if (c != 'P' && c != 'i' && c != 'l' && c != 'f')
         throw py::value_error("bad kernel signature '" + this->signature +
                               "': letters are P, i, l, f");
+    for (const MapSpec &spec : tensorMaps) {
+      auto &[param, address, dims, strides, box, elementType, swizzle] = spec;
+      if (param != this->signature.size() + maps.size())
+        throw py::value_error("kernel " + this->name +
+                              ": host tensor map "
+                              "parameter " +
+                              std::to_string(param) +
+                              " does not follow the arguments");
+      if (dims.size() < 2 || dims.size() > 5 ||
+          strides.size() + 1 != dims.size() || box.size() != dims.size())
+        throw py::value_error("kernel " + this->name +
+                              ": malformed host tensor map " +
+                              std::to_string(param));
+      try {
+        HostTensorMap map{
+            param, HostExpression(address), {}, {}, box, elementType, swizzle};
+        for (const std::string &e : dims)
+          map.dims.emplace_back(e);
+        for (const std::string &e : strides)
+          map.strides.emplace_back(e);
+        maps.push_back(std::move(map));
+      } catch (const std::invalid_argument &e) {
+        throw py::value_error("kernel " + this->name + ": " + e.what());
+      }
+    }
+    encoded.resize(maps.size());
+    lastFields.resize(maps.size());
     const Driver &api = driver();
     context = primaryContext(device);
     makeCurrent(context);
@@ -295,6 +360,14 @@ public:
       params[i] = &slot;
     }
     const Driver &api = driver();
+    std::vector<void *> withMaps;
+    if (!maps.empty()) {
+      encodeMaps(slots);
+      withMaps.assign(params, params + count);
+      for (EncodedMap &map : encoded)
+        withMaps.push_back(&map);
+      params = withMaps.data();
+    }
     makeCurrent(context);
     check(api.cuLaunchKernel(function, gridX, gridY, gridZ, threads, 1, 1,
                              sharedMemory, reinterpret_cast<CUstream>(stream),
@@ -306,6 +379,70 @@ public:
   const int device, threads, sharedMemory;
 
 private:
+  /// Encodes each host tensor map for the arguments in `slots` (a map whose
+  /// fields did not change since the last launch is kept as it is).
+  template <typename Slot> void encodeMaps(const Slot *slots) const {
+    std::vector<std::int64_t> args(signature.size());
+    std::vector<bool> integer(signature.size());
+    for (size_t i = 0; i < signature.size(); ++i) {
+      integer[i] = signature[i] != 'f';
+      args[i] = signature[i] == 'P'   ? std::int64_t(slots[i].pointer)
+                : signature[i] == 'i' ? slots[i].i32
+                : signature[i] == 'l' ? slots[i].i64
+                                      : 0;
+    }
+    for (size_t m = 0; m < maps.size(); ++m) {
+      const HostTensorMap &map = maps[m];
+      TensorMapFields fields;
+      try {
+        fields = map.fields(args, integer);
+      } catch (const std::invalid_argument &e) {
+        throw py::value_error("kernel " + name + ": " + e.what());
+      }
+      if (fields == lastFields[m])
+        continue;
+      std::string what = "cuTensorMapEncodeTiled(" + name + ", parameter " +
+                         std::to_string(map.param) + ": address " +
+                         std::to_string(fields.address) + ", extents";
+      for (std::uint64_t d : fields.dims)
+        what += " " + std::to_string(d);
+      what += ", byte strides";
+      for (std::uint64_t s : fields.strides)
+        what += " " + std::to_string(s);
+      what += ")";
+      for (std::uint64_t d : fields.dims)
+        if (d == 0) {
+          PyErr_SetString(emptyMapErrorType,
+                          (what + ": the driver encodes no tensor map with an "
+                                  "empty dimension; build the maps on the "
+                                  "device (SAGE_TENSOR_MAPS=device)")
+                              .c_str());
+          throw py::error_already_set();
+        }
+      const Driver &api = driver();
+      if (!api.cuTensorMapEncodeTiled)
+        raiseCudaError("kernel " + name +
+                       " needs cuTensorMapEncodeTiled "
+                       "(CUDA 12.0 or newer driver)");
+      std::vector<std::uint32_t> unit(fields.dims.size(), 1);
+      check(api.cuTensorMapEncodeTiled(
+                encoded[m].bytes, map.elementType,
+                std::uint32_t(fields.dims.size()),
+                reinterpret_cast<void *>(fields.address), fields.dims.data(),
+                fields.strides.data(), map.box.data(), unit.data(),
+                CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            what);
+      lastFields[m] = std::move(fields);
+    }
+  }
+
+  std::vector<HostTensorMap> maps;
+  /// The maps of the last launch and the fields they were encoded from
+  /// (launches hold the GIL: one at a time per kernel).
+  mutable std::vector<EncodedMap> encoded;
+  mutable std::vector<TensorMapFields> lastFields;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
@@ -319,6 +456,12 @@ void sage::python::registerDriver(py::module_ &m) {
   if (!cudaErrorType)
     throw py::error_already_set();
   m.attr("CudaError") = py::reinterpret_borrow<py::object>(cudaErrorType);
+  emptyMapErrorType = PyErr_NewException("sage._sage.EmptyTensorMapError",
+                                         PyExc_ValueError, nullptr);
+  if (!emptyMapErrorType)
+    throw py::error_already_set();
+  m.attr("EmptyTensorMapError") =
+      py::reinterpret_borrow<py::object>(emptyMapErrorType);
 
   m.def(
       "cuda_available",
@@ -378,6 +521,19 @@ void sage::python::registerDriver(py::module_ &m) {
       py::arg("pointer"),
       "The device ordinal owning a pointer, -1 for host or unknown memory");
   m.def(
+      "evaluate_host_expression",
+      [](const std::string &text, const std::vector<std::int64_t> &args) {
+        try {
+          return HostExpression(text).evaluate(
+              args, std::vector<bool>(args.size(), true));
+        } catch (const std::invalid_argument &e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("text"), py::arg("args"),
+      "The value of a host tensor map expression for integer arguments "
+      "(what a launch computes; for tests)");
+  m.def(
       "synchronize",
       [](int device) {
         makeCurrent(primaryContext(device));
@@ -387,10 +543,11 @@ void sage::python::registerDriver(py::module_ &m) {
 
   py::class_<Kernel>(m, "Kernel",
                      "A kernel loaded from a cubin or PTX image on a device")
-      .def(py::init<const py::bytes &, std::string, int, int, int,
-                    std::string>(),
+      .def(py::init<const py::bytes &, std::string, int, int, int, std::string,
+                    const std::vector<MapSpec> &>(),
            py::arg("image"), py::arg("name"), py::arg("device"),
-           py::arg("threads"), py::arg("shared_memory"), py::arg("signature"))
+           py::arg("threads"), py::arg("shared_memory"), py::arg("signature"),
+           py::arg("tensor_maps") = std::vector<MapSpec>())
       .def_readonly("name", &Kernel::name)
       .def_readonly("signature", &Kernel::signature)
       .def_readonly("device", &Kernel::device)

@@ -90,6 +90,9 @@ def test_arguments():
     assert options.cases == ["d128"] and not options.check and options.rounds == 1
     assert options.providers == ["sage", "cudnn"] and options.sage_tiles == ["128x64:2:8:vt"]
     assert flash.parse_args(["o.json", "o.md", "--sage-tiles", "none"]).sage_tiles == []
+    # :dm: the same plan with tensor maps built on the device.
+    assert flash.parse_args(["o.json", "o.md", "--sage-tiles", "128x128:2:8:ws:dm"]
+                            ).sage_tiles == ["128x128:2:8:vt:ws:dm"]
     for argv in (["--providers", "sage,triton"], ["--rounds", "0"], ["--sage-tiles", "big"]):
         with pytest.raises(SystemExit):
             flash.parse_args(["o.json", "o.md", *argv])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import pytest
 from repo_files import load_bench
@@ -83,6 +84,8 @@ def test_arguments():
     assert options.cases == ["m4096", "m8192"] and not options.check
     assert options.sage_tiles == [("int8", "128x128x128:4:8"), ("bf16", "64x256x64:4:4")]
     assert options.triton_tiles == "128x128x128:4:4" and options.rounds == 1
+    assert gemm.parse_args(["o.json", "o.md", "--sage-tiles", "bf16=64x256x64:4:4:ws:dm"]
+                           ).sage_tiles == [("bf16", "64x256x64:4:4:ws:dm")]
     for argv in (["--providers", "sage-int8,cublas"], ["--rounds", "0"],
                  ["--sage-tiles", "big"], ["--triton-tiles", "128x256x128"]):
         with pytest.raises(SystemExit):
@@ -206,3 +209,18 @@ def test_default_plans_are_the_libraries():
     assert defaults["sage-int8-f32"] == defaults["sage-int8"]
     assert {**gemm.parse_tiles(defaults["sage-bf16"]), **grouped} == HALF_TILES.as_dict()
     assert defaults["triton-int8"] == "64x64x64:2:4" and "torch-int8" not in defaults
+
+
+def test_device_maps_wrapper(monkeypatch):
+    """``:dm`` plans run with SAGE_TENSOR_MAPS=device, and only while they run."""
+    import common  # noqa: PLC0415  (bench/common.py, on the path through the bench modules)
+
+    monkeypatch.delenv("SAGE_TENSOR_MAPS", raising=False)
+    assert common.split_device_maps("128x128x64:4:8:dm") == ("128x128x64:4:8", True)
+    assert common.split_device_maps("128x128x64:4:8") == ("128x128x64:4:8", False)
+    seen = common.with_tensor_maps(lambda: os.environ.get("SAGE_TENSOR_MAPS"), True)()
+    assert seen == "device" and "SAGE_TENSOR_MAPS" not in os.environ
+    monkeypatch.setenv("SAGE_TENSOR_MAPS", "host")
+    assert common.with_tensor_maps(lambda: os.environ["SAGE_TENSOR_MAPS"], True)() == "device"
+    assert os.environ["SAGE_TENSOR_MAPS"] == "host"
+    assert common.with_tensor_maps(lambda: os.environ["SAGE_TENSOR_MAPS"], False)() == "host"

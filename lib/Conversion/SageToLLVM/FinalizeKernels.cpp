@@ -1,6 +1,7 @@
 //===- FinalizeKernels.cpp - mark lowered kernels for NVVM ----------------===//
 
 #include "sage/Conversion/SageToLLVM/Passes.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 
 namespace mlir::sage {
@@ -24,6 +25,33 @@ struct FinalizeKernelsPass
         return;
       func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(),
                     b.getUnitAttr());
+      // A host-encoded tensor map is a 128-byte parameter, 64-byte aligned
+      // as the copy engine requires, read in place (__grid_constant__: the
+      // kernel takes its address, which must not make a local copy).
+      auto bytes =
+          LLVM::LLVMArrayType::get(b.getI8Type(), MakeTensorMapOp::kBytes);
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+        if (!func.getArgAttr(i, SageDialect::kHostTensorMapAttrName))
+          continue;
+        func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                        TypeAttr::get(bytes));
+        func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                        b.getI64IntegerAttr(64));
+        func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
+                        b.getUnitAttr());
+        // Thread 0 asks for the map first thing, so that the descriptor is
+        // on its way while the program sets up (as CUTLASS does).
+        OpBuilder entry(&func.getBody().front(),
+                        func.getBody().front().begin());
+        Location loc = func.getLoc();
+        Value tid = NVVM::ThreadIdXOp::create(entry, loc, entry.getI32Type());
+        Value address = LLVM::PtrToIntOp::create(entry, loc, entry.getI64Type(),
+                                                 func.getArgument(i));
+        inlinePtx(entry, loc, Type(), {address, tid},
+                  "{ .reg .pred p; setp.eq.u32 p, $1, 0; "
+                  "@p prefetch.tensormap [$0]; }",
+                  "l,r");
+      }
       // A warp-specialised kernel launches its producer warps after the
       // program's.
       int32_t producerWarps = 0;

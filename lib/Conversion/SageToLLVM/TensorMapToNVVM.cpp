@@ -20,6 +20,7 @@
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/Sage/IR/TensorMapGeometry.h"
 #include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 #include "sage/Layout/Encodings.h"
 #include "sage/Layout/SharedLayouts.h"
@@ -78,34 +79,21 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
                                     ValueRange{offset});
     Value mapAddress = LLVM::PtrToIntOp::create(rw, loc, i64, map);
 
-    // The view as bytes: {inner bytes, outer rows, leading dimensions
-    // innermost first}; a box is one swizzle width of `box[outer]` rows
-    // and one index of each leading dimension.
-    int64_t inner = op.getInner(), outer = 1 - inner;
-    int64_t leading = op.getNumLeading();
+    // The copy engine's view (sage::getTensorMapGeometry): extents in i32,
+    // byte strides of dimensions 1 and up in i64.
+    TensorMapGeometry geometry = getTensorMapGeometry(op);
     ValueRange bounds = adaptor.getBounds(), strides = adaptor.getStrides();
-    int64_t elemBytes =
-        op.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8;
-    // A typed map counts elements along dimension 0 (f32: a bulk
-    // reduction adds them); the others count bytes.
-    int64_t unit = op.getTyped() ? elemBytes : 1;
-    SmallVector<Value> globalDims = {
-        toI32(op.getTyped()
-                  ? bounds[leading + inner]
-                  : arith::MulIOp::create(rw, loc, bounds[leading + inner],
-                                          i64Const(elemBytes))
-                        .getResult()),
-        toI32(bounds[leading + outer])};
-    SmallVector<Value> boxDims = {c.constant(op.getSwizzle() / unit),
-                                  c.constant(op.getBox()[outer])};
-    // Byte strides of dimensions 1 and up (dimension 0's is one byte).
-    SmallVector<Value> byteStrides = {arith::MulIOp::create(
-        rw, loc, strides[leading + outer], i64Const(elemBytes))};
-    for (int64_t l = leading - 1; l >= 0; --l) {
-      globalDims.push_back(toI32(bounds[l]));
-      boxDims.push_back(c.constant(1));
-      byteStrides.push_back(
-          arith::MulIOp::create(rw, loc, strides[l], i64Const(elemBytes)));
+    auto scaled = [&](Value v, int64_t scale) -> Value {
+      return scale == 1 ? v
+                        : arith::MulIOp::create(rw, loc, v, i64Const(scale))
+                              .getResult();
+    };
+    SmallVector<Value> globalDims, boxDims, byteStrides;
+    for (const TensorMapDim &dim : geometry.dims) {
+      globalDims.push_back(toI32(scaled(bounds[dim.bound], dim.boundScale)));
+      boxDims.push_back(c.constant(dim.box));
+      if (dim.stride)
+        byteStrides.push_back(scaled(strides[*dim.stride], dim.strideScale));
     }
 
     // Warp 0 (of the role that runs the op) zeroes the staging bytes, lane
@@ -136,15 +124,13 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     };
     field("global_address", std::nullopt,
           LLVM::PtrToIntOp::create(rw, loc, i64, adaptor.getPtr()), "l");
-    // rank holds the rank minus one; bytes (U8), no interleave, the map's
-    // swizzle, zero fill.
-    int swizzleMode = int(layout::getTmaSwizzleMode(op.getSwizzle()));
-    // Element types: 0 is U8, 7 is F32 (PTX's tensormap field values).
+    // rank holds the rank minus one; the geometry's element type and
+    // swizzle, no interleave, zero fill.
     for (auto [name, value] :
-         {std::pair<StringRef, int>{"rank", int(globalDims.size()) - 1},
-          {"elemtype", op.getTyped() ? 7 : 0},
+         {std::pair<StringRef, int64_t>{"rank", int64_t(globalDims.size()) - 1},
+          {"elemtype", geometry.elementType},
           {"interleave_layout", 0},
-          {"swizzle_mode", swizzleMode},
+          {"swizzle_mode", geometry.swizzleMode},
           {"fill_mode", 0}})
       inlinePtx(rw, loc, Type(), {staging, lane0},
                 ("@$1 tensormap.replace.tile." + name +
@@ -169,7 +155,11 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
     inlinePtx(rw, loc, Type(), {mapAddress, warp0},
               "@$1 fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
               "l,b");
-    rw.replaceOp(op, map);
+    // A global address is its generic address (the copy engine takes
+    // either): the same bits, with no cvta (copies take the integer back).
+    rw.replaceOp(op, LLVM::IntToPtrOp::create(
+                         rw, loc, LLVM::LLVMPointerType::get(rw.getContext()),
+                         mapAddress));
     return success();
   }
 };

@@ -17,9 +17,10 @@ TileTypeConverter::TileTypeConverter(MLIRContext *ctx) {
   addConversion([](PtrType type) -> Type {
     return LLVM::LLVMPointerType::get(type.getContext(), kGlobalAddressSpace);
   });
-  // A tensor map is the global address of its 128 bytes.
+  // A tensor map is the generic address of its 128 bytes: in global memory
+  // (built on the device) or in the kernel's parameters (host-encoded).
   addConversion([](TensorMapType type) -> Type {
-    return LLVM::LLVMPointerType::get(type.getContext(), kGlobalAddressSpace);
+    return LLVM::LLVMPointerType::get(type.getContext());
   });
   // A shared tile is the address of its first byte.
   addConversion([](sagegpu::SharedTileType type) -> Type {

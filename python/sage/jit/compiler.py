@@ -135,9 +135,11 @@ class CompiledKernel:
 
     @property
     def signature(self) -> str:
-        """One launch letter per launched argument (P, i, l, f): the runtime
-        arguments, then a P for the global scratch pointer when the kernel
-        has one (``info.global_scratch`` > 0)."""
+        """One launch letter per argument the launcher passes (P, i, l, f):
+        the runtime arguments, then a P for the global scratch pointer when
+        the kernel has one (``info.global_scratch`` > 0). The host tensor
+        maps (``info.tensor_maps``) follow; the native launcher computes them
+        from these."""
         letters = "".join(key.letter for key in self.arg_keys)
         return letters + "P" if self.info.global_scratch else letters
 
@@ -151,7 +153,8 @@ class CompiledKernel:
 
             def load(image: bytes) -> Any:
                 return binding.Kernel(image, self.name, device, self.info.threads,
-                                      self.info.shared_memory, self.signature)
+                                      self.info.shared_memory, self.signature,
+                                      [m.spec() for m in self.info.tensor_maps])
             if self.cubin:
                 try:
                     kernel = load(self.cubin)
@@ -224,24 +227,28 @@ def compile_ir(ir: str, name: str, arch: str, num_warps: int,
 
 def trace_specialization(fn: Callable, name: str, arg_keys: tuple[ArgKey, ...],
                          constexprs: dict[str, Any], arch: str,
-                         options: LaunchOptions | None = None) -> str:
+                         options: LaunchOptions | None = None,
+                         tensor_maps: str | None = None) -> str:
     """The sage IR of one specialisation of ``fn`` (no compilation);
-    ``options`` default to a launch's defaults."""
+    ``options`` default to a launch's defaults, ``tensor_maps`` to
+    SAGE_TENSOR_MAPS."""
     import sage.language as sl
 
     options = options or default_options()
     return sl.trace(fn, arg_specs(arg_keys), constexprs, name=name, arch=arch,
+                    tensor_maps=tensor_maps or knobs.tensor_maps.get(),
                     **options.trace_kwargs())
 
 
 def compile_specialization(fn: Callable, name: str, params: tuple[Param, ...],
                            arg_keys: tuple[ArgKey, ...], constexprs: dict[str, Any],
-                           arch: str, options: LaunchOptions | None = None) -> CompiledKernel:
+                           arch: str, options: LaunchOptions | None = None,
+                           tensor_maps: str | None = None) -> CompiledKernel:
     """Traces ``fn`` for one specialisation and compiles it (the launch
     options, the warps, the register cap and the loops' stages, are recorded
-    in the traced IR)."""
+    in the traced IR, as is where the tensor maps are built)."""
     options = options or default_options()
-    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, options)
+    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, options, tensor_maps)
 
     def make(**products: Any) -> CompiledKernel:
         return CompiledKernel(name=name, arch=arch, params=params, arg_keys=arg_keys,

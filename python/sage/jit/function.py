@@ -148,14 +148,32 @@ class JITFunction:
 
     # -- compiling -------------------------------------------------------------
 
-    def _compiled(self, call: BoundCall, arch: str) -> CompiledKernel:
-        key = (call.keys, tuple(call.constexprs.items()), call.options, arch)
+    def _compiled(self, call: BoundCall, arch: str, tensor_maps: str | None = None
+                  ) -> CompiledKernel:
+        """The kernel of this call's specialisation, its tensor maps built
+        where ``tensor_maps`` says (default: SAGE_TENSOR_MAPS, which a
+        process may switch)."""
+        tensor_maps = tensor_maps or knobs.tensor_maps.get()
+        key = (call.keys, tuple(call.constexprs.items()), call.options, arch, tensor_maps)
         kernel = None if knobs.always_compile.get() else self._kernels.get(key)
         if kernel is None:
             kernel = compile_specialization(self.fn, self.name, self.params, call.keys,
-                                            call.constexprs, arch, call.options)
+                                            call.constexprs, arch, call.options,
+                                            tensor_maps=tensor_maps)
             self._kernels[key] = kernel
         return kernel
+
+    def _launch(self, kernel: CompiledKernel, grid: Any, call: BoundCall, arch: str) -> None:
+        """Launches ``kernel``; a launch whose host tensor map would have an
+        empty dimension (K = 0, say), which the driver cannot encode, runs
+        the specialisation with device-built maps instead (same result)."""
+        try:
+            launch(kernel, grid, call)
+        except ValueError as error:
+            from sage.compiler.binding import load_binding
+            if not isinstance(error, load_binding().EmptyTensorMapError):
+                raise
+            launch(self._compiled(call, arch, tensor_maps="device"), grid, call)
 
     def compile(self, *args: Any, arch: str | None = None, **kwargs: Any
                 ) -> SpecializedKernel:
@@ -191,8 +209,8 @@ class JITFunction:
             self.interpret(grid, *args, **kwargs)
             return
         call = self.bind(args, kwargs)
-        kernel = self._compiled(call, device_arch(call.device))
-        launch(kernel, grid, call)
+        arch = device_arch(call.device)
+        self._launch(self._compiled(call, arch), grid, call, arch)
 
     def interpret(self, grid: Any, *args: Any, **kwargs: Any) -> None:
         """Runs the launch on the CPU with :func:`sage.language.interpret`
@@ -251,7 +269,7 @@ class SpecializedKernel:
         if device_arch(call.device) != kernel.arch:
             raise ArgumentError(f"{name}: compiled for {kernel.arch}, device "
                                 f"cuda:{call.device} is {device_arch(call.device)}")
-        launch(kernel, grid, call)
+        self.function._launch(kernel, grid, call, kernel.arch)
 
 
 def describe(key: ArgKey) -> str:

@@ -60,6 +60,18 @@ def parse_cubin(raw: str) -> str:
     return "1" if parse_bool(raw) else "0"
 
 
+#: Where SAGE_TENSOR_MAPS builds TMA tensor maps.
+TENSOR_MAP_PLACES = ("host", "device")
+
+
+def parse_tensor_maps(raw: str) -> str:
+    """``host`` or ``device`` (any case)."""
+    value = raw.strip().lower()
+    if value not in TENSOR_MAP_PLACES:
+        raise ValueError(f"expected one of {', '.join(TENSOR_MAP_PLACES)}")
+    return value
+
+
 def _default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
@@ -131,6 +143,12 @@ class Knobs:
     ptxas = Knob("SAGE_PTXAS", parse_path, lambda: None,
                  "The ptxas to run (default: on PATH, $CUDA_HOME/bin, "
                  "/usr/local/cuda/bin).", affects_output=True)
+    tensor_maps = Knob("SAGE_TENSOR_MAPS", parse_tensor_maps, lambda: "host",
+                       "Where kernels' TMA tensor maps are built: host (the launcher "
+                       "encodes each map the kernel's arguments determine; the rest "
+                       "are built on the device) or device (every map by every "
+                       "program). Read when a kernel is compiled.",
+                       affects_output=True)
     compiler_library = Knob("SAGE_COMPILER_LIBRARY", parse_path, lambda: None,
                             "libsage_compiler.so to load (default: the installed "
                             "package's sage/lib, else the build tree's build/lib).")

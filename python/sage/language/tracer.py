@@ -68,7 +68,8 @@ def _parameter(name: str, spec: ArgSpec) -> str:
 
 def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
           *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4,
-          maxnreg: int | None = None, num_stages: int = 1) -> str:
+          maxnreg: int | None = None, num_stages: int = 1,
+          tensor_maps: str = "host") -> str:
     """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
 
     ``arg_specs`` describe the non-constexpr parameters in order. The text is
@@ -78,14 +79,19 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     where the kernel needs more); None lets ptxas take what it needs.
     ``num_stages`` is the stages of every ``sl.range`` loop that does not
     pass its own (recorded on each loop's ``scf.for``; 1: not pipelined).
+    ``tensor_maps`` says where the TMA tensor maps are built: ``"host"``
+    (encoded by the launcher where the kernel's arguments determine them)
+    or ``"device"`` (``sage.tensor_maps``).
 
     Raises:
         CompilationError: the kernel is invalid (message starts with file:line).
-        ValueError: ``arch``, ``num_warps``, ``maxnreg`` or ``num_stages`` is
-            not supported.
+        ValueError: ``arch``, ``num_warps``, ``maxnreg``, ``num_stages`` or
+            ``tensor_maps`` is not supported.
     """
     if arch not in TARGETS:
         raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
+    if tensor_maps not in ("host", "device"):
+        raise ValueError(f"tensor_maps must be 'host' or 'device', got {tensor_maps!r}")
     check_launch_options(num_warps, maxnreg, num_stages)
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(arg_specs), "argument specs")
@@ -101,6 +107,8 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
         run_kernel(fn, signature, arguments, constants)
     body = "".join(f"    {line}\n" for line in builder.body_lines())
     cap = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"
+    if tensor_maps == "device":
+        cap += ', sage.tensor_maps = "device"'
     return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32'
             f"{cap}}} {{\n"
             f"  func.func {_symbol(name or fn.__name__)}({', '.join(params)}) "

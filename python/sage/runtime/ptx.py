@@ -13,16 +13,54 @@ allocates. Kernels that build TMA tensor maps on the device keep them there:
 a tensor map must live in global memory, not shared memory. The field is
 optional (0 when absent), so PTX written before it, such as hand-edited
 override files, still parses.
+
+A kernel whose TMA tensor maps its arguments determine has them encoded by
+the launcher (the compiler's ``sagegpu-host-tensor-maps``), one line each::
+
+    // sage.tensor_map kernel=gemm param=9 address=a0 dims=a7;a5 strides=a7 box=128,128 element_type=0 swizzle=3
+
+The map is parameter ``param`` (128 bytes, after every other argument,
+scratch included, in this order); ``dims`` (extents, innermost first) and
+``strides`` (bytes, of dimensions 1 and up) are ``;``-separated host
+expressions of the kernel's arguments (``aN`` is argument N; the grammar is
+the pass's), ``box`` the box's extents, ``element_type`` and ``swizzle``
+the CUDA driver's ``CUtensorMapDataType`` and ``CUtensorMapSwizzle``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _HEADER = re.compile(
     r"^// sage\.kernel name=(?P<name>\S+) threads=(?P<threads>\d+) "
     r"shared_memory=(?P<shared>\d+)(?: global_scratch=(?P<scratch>\d+))?$")
+
+
+_MAP = re.compile(
+    r"^// sage\.tensor_map kernel=(?P<name>\S+) param=(?P<param>\d+) "
+    r"address=(?P<address>\S+) dims=(?P<dims>\S+) strides=(?P<strides>\S+) "
+    r"box=(?P<box>[\d,]+) element_type=(?P<element_type>\d+) "
+    r"swizzle=(?P<swizzle>\d+)$")
+
+
+@dataclass(frozen=True)
+class HostTensorMap:
+    """A TMA tensor map the launcher encodes: kernel parameter ``param``,
+    its fields as host expressions of the kernel's arguments."""
+
+    param: int
+    address: str
+    dims: tuple[str, ...]
+    strides: tuple[str, ...]
+    box: tuple[int, ...]
+    element_type: int
+    swizzle: int
+
+    def spec(self) -> tuple:
+        """The tuple the native launcher takes (``_sage.Kernel(tensor_maps=...)``)."""
+        return (self.param, self.address, list(self.dims), list(self.strides),
+                list(self.box), self.element_type, self.swizzle)
 
 
 @dataclass(frozen=True)
@@ -34,6 +72,8 @@ class KernelInfo:
     shared_memory: int
     #: Bytes of global scratch per program; > 0 adds a trailing pointer argument.
     global_scratch: int = 0
+    #: Tensor maps the launcher encodes, the kernel's last parameters.
+    tensor_maps: tuple[HostTensorMap, ...] = ()
 
 
 def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
@@ -43,6 +83,7 @@ def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
         ValueError: if the text carries no ``// sage.kernel`` line.
     """
     kernels: dict[str, KernelInfo] = {}
+    maps: dict[str, list[HostTensorMap]] = {}
     for line in ptx.splitlines():
         if not line.startswith("//"):
             break
@@ -51,6 +92,19 @@ def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
             kernels[match["name"]] = KernelInfo(
                 match["name"], int(match["threads"]), int(match["shared"]),
                 int(match["scratch"] or 0))
+        elif line.startswith("// sage.tensor_map"):
+            found = _MAP.match(line.strip())
+            if not found:
+                raise ValueError(f"malformed tensor map line: {line.strip()!r}")
+            maps.setdefault(found["name"], []).append(HostTensorMap(
+                int(found["param"]), found["address"], tuple(found["dims"].split(";")),
+                tuple(found["strides"].split(";")),
+                tuple(int(b) for b in found["box"].split(",")),
+                int(found["element_type"]), int(found["swizzle"])))
     if not kernels:
         raise ValueError("not a sage PTX module: no '// sage.kernel' header")
+    for name, found in maps.items():
+        if name not in kernels:
+            raise ValueError(f"tensor map of an unknown kernel {name!r}")
+        kernels[name] = replace(kernels[name], tensor_maps=tuple(found))
     return kernels

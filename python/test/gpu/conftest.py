@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sage.compiler.library import DEFAULT_PTX_VERSION
@@ -38,28 +38,38 @@ _RESULTS: dict[str, object] = {}
 
 
 class PtxKernel:
-    """A kernel loaded from sage PTX, launched with its header facts."""
+    """A kernel loaded from sage PTX and launched with its header facts by
+    the binding's launcher (the JIT's: global scratch, host tensor maps)."""
 
-    def __init__(self, ptx: str, name: str, workdir: Path):
+    #: The launch letter of each scalar argument type.
+    LETTERS = {np.dtype(np.int32): "i", np.dtype(np.int64): "l", np.dtype(np.float32): "f"}
+
+    def __init__(self, ptx: str, name: str):
         self.ptx = ptx
+        self.name = name
         self.info = parse_kernel_header(ptx)[name]
-        # One file per text: cupy keeps modules by path, so reusing a name
-        # for another variant (arch, PTX version) would launch the old code.
-        path = workdir / f"{name}-{hashlib.sha1(ptx.encode()).hexdigest()[:12]}.ptx"
-        path.write_text(ptx)
-        self._module = cp.RawModule(path=str(path))
-        self._function = self._module.get_function(name)
-        if self.info.shared_memory > 48 * 1024:
-            self._function.max_dynamic_shared_size_bytes = self.info.shared_memory
+        self._loaded: dict[str, object] = {}
 
     def __call__(self, grid: tuple[int, ...], *args) -> None:
+        values = [a.data.ptr if isinstance(a, cp.ndarray) else a.item() for a in args]
+        letters = "".join("P" if isinstance(a, cp.ndarray) else self.LETTERS[a.dtype]
+                          for a in args)
         if self.info.global_scratch:
             # The kernel's hidden last argument: global memory for the TMA
             # tensor maps it builds, global_scratch bytes per program.
             scratch = cp.empty(math.prod(grid) * self.info.global_scratch, dtype=cp.uint8)
-            args += (scratch,)
-        self._function(grid, (self.info.threads,), args,
-                       shared_mem=self.info.shared_memory)
+            values.append(scratch.data.ptr)
+            letters += "P"
+        kernel = self._loaded.get(letters)
+        if kernel is None:
+            from sage.compiler.binding import load_binding
+            kernel = load_binding().Kernel(
+                self.ptx.encode(), self.name, cp.cuda.Device().id, self.info.threads,
+                self.info.shared_memory, letters,
+                [m.spec() for m in self.info.tensor_maps])
+            self._loaded[letters] = kernel
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        kernel.launch(*grid, cp.cuda.get_current_stream().ptr, tuple(values))
         cp.cuda.runtime.deviceSynchronize()
 
 
@@ -82,11 +92,10 @@ def force_mma(source: str, mma: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def load_kernel(tmp_path_factory, record):
+def load_kernel(record):
     compiler = _compiler()
     record("compiled_by", f"libsage_compiler.so {compiler.version} on this machine"
            if compiler else f"PTX from {PTX_DIR}")
-    workdir = tmp_path_factory.mktemp("ptx")
 
     def load(name: str, arch: str = "sm_90a", ptx_version: int | None = None,
              mma: str | None = None) -> PtxKernel:
@@ -105,7 +114,7 @@ def load_kernel(tmp_path_factory, record):
             if not path.exists():
                 pytest.fail(f"{path} missing: run scripts/gpu/build-ptx.sh first")
             ptx = path.read_text()
-        return PtxKernel(ptx, name, workdir)
+        return PtxKernel(ptx, name)
     return load
 
 

@@ -230,16 +230,44 @@ def _exact_int8_product(kernel, m: int, n: int, k: int, seed: int, **blocks):
     return compiled
 
 
+@pytest.mark.parametrize("maps", ["host", "device"])
 @pytest.mark.parametrize("m,n,k", [(200, 136, 320), (64, 64, 128), (1000, 72, 48)])
-def test_tma_kernel_gets_its_global_scratch(record, m, n, k):
+def test_tma_kernel_tensor_maps(record, monkeypatch, maps, m, n, k):
     """A JIT kernel whose operand loads go through TMA on the H100 (aligned
-    pointers, K a multiple of 16): its tensor maps live in the global scratch
-    the launcher allocates per launch, sized by the grid."""
+    pointers, K a multiple of 16): its two tensor maps are encoded by the
+    launcher (kernel parameters, no scratch) or, with
+    SAGE_TENSOR_MAPS=device, built by every program in the global scratch
+    the launcher allocates per launch, sized by the grid. Both exact."""
+    monkeypatch.setenv("SAGE_TENSOR_MAPS", maps)
     blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4)
     compiled = _exact_int8_product(sage.jit(int8_matmul), m, n, k, m + n + k, **blocks)
     assert "cp.async.bulk.tensor" in compiled.ptx
-    assert compiled.info.global_scratch == 256  # two maps per program
-    record(f"jit_tma_int8_matmul[{m}x{n}x{k}]", "exact")
+    if maps == "host":
+        assert compiled.info.global_scratch == 0
+        assert [m.address for m in compiled.info.tensor_maps] == ["a0", "a1"]
+    else:
+        assert compiled.info.global_scratch == 256  # two maps per program
+        assert compiled.info.tensor_maps == ()
+    record(f"jit_tma_int8_matmul[{maps}:{m}x{n}x{k}]", "exact")
+
+
+def test_empty_dimension_runs_with_device_maps():
+    """K = 0: a host map would have an empty dimension, which the driver
+    does not encode; the launch runs the device-map build of the kernel
+    instead (an empty sum: zeros), and a compiled specialisation's launch
+    does the same."""
+    kernel = sage.jit(int8_matmul)
+    a = torch.zeros((64, 0), dtype=torch.int8, device="cuda")
+    scales = torch.tensor([1.0, 1.0], device="cuda")
+    c = torch.full((64, 64), float("nan"), device="cuda")
+    blocks = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4)
+    kernel[(1, 1)](a, a, scales, c, 64, 64, 0, **blocks)
+    assert torch.equal(c, torch.zeros_like(c))
+    specialised = kernel.compile(a, a, scales, c, 64, 64, 0, **blocks)
+    assert specialised.info.tensor_maps
+    c.fill_(float("nan"))
+    specialised[(1, 1)](a, a, scales, c, 64, 64, 0, **blocks)
+    assert torch.equal(c, torch.zeros_like(c))
 
 
 @pytest.mark.parametrize("stages", [2, 3])

@@ -22,3 +22,18 @@ module attributes {sage.num_warps = 4 : i32, sage.maxnreg = 128 : i32} {
     llvm.return
   }
 }
+
+// -----
+
+// A host-encoded tensor map is a 128-byte parameter, 64-byte aligned, read
+// in place (grid constant); thread 0 prefetches it on entry.
+module attributes {sage.num_warps = 4 : i32} {
+  // CHECK-LABEL: llvm.func @mapped
+  // CHECK-SAME: %arg1: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant, sage.host_tensor_map
+  // CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+  // CHECK: %[[MAP:.*]] = llvm.ptrtoint %arg1
+  // CHECK: llvm.inline_asm has_side_effects {{.*}}"{ .reg .pred p; setp.eq.u32 p, $1, 0; @p prefetch.tensormap [$0]; }", "l,r" %[[MAP]], %[[TID]]
+  llvm.func @mapped(%n: i64, %m: !llvm.ptr {sage.host_tensor_map = {address = "a0", dims = ["a0", "a0"], strides = ["a0"], box = array<i64: 64, 64>, element_type = 0 : i64, swizzle = 3 : i64}}) attributes {sage.kernel} {
+    llvm.return
+  }
+}

@@ -68,6 +68,32 @@ module attributes {sage.maxnreg = 16 : i32} {}
 
 // -----
 
+// expected-error @+1 {{'sage.tensor_maps' applies to modules only}}
+func.func @k() attributes {sage.tensor_maps = "host"} { return }
+
+// -----
+
+// expected-error @+1 {{'sage.tensor_maps' must be "host" or "device"}}
+module attributes {sage.tensor_maps = "gpu"} {}
+
+// -----
+
+// expected-error @+1 {{'sage.host_tensor_map' of argument 0 must be a dictionary of address (string), dims and strides}}
+func.func @k(%m: !sage.tensor_map {sage.host_tensor_map = 3 : i64}) { return }
+
+// -----
+
+// One stride too many.
+// expected-error @+1 {{'sage.host_tensor_map' of argument 0 must be a dictionary}}
+func.func @k(%m: !sage.tensor_map {sage.host_tensor_map = {address = "a1", dims = ["a1", "2"], strides = ["a1", "a1"], box = array<i64: 64, 64>, element_type = 0 : i64, swizzle = 3 : i64}}) { return }
+
+// -----
+
+// expected-error @+1 {{'sage.host_tensor_map' of argument 0 needs a !sage.tensor_map argument}}
+func.func @k(%m: i64 {sage.host_tensor_map = {address = "a1", dims = ["a1", "2"], strides = ["a1"], box = array<i64: 64, 64>, element_type = 0 : i64, swizzle = 3 : i64}}) { return }
+
+// -----
+
 // expected-error @+1 {{unknown sage attribute 'sage.warps'}}
 module attributes {sage.warps = 4 : i32} {}
 

@@ -36,18 +36,36 @@
 // CHECK: 0 bytes spill stores, 0 bytes spill loads
 
 // Operands copied by the copy engine (examples/int8_matmul.mlir on sm_90a
-// with PTX 8.3: tensor maps built on the device, an mbarrier per matmul),
-// with cp.async on sm_90a under PTX 8.0 and on sm_80.
+// with PTX 8.3: tensor maps encoded by the launcher, or with
+// sage.tensor_maps = "device" built on the device; an mbarrier per
+// matmul), with cp.async on sm_90a under PTX 8.0 and on sm_80.
 // RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_90a -o %t.i8.sm90.ptx
-// RUN: FileCheck %s --check-prefix=TMA90 --input-file=%t.i8.sm90.ptx
+// RUN: FileCheck %s --check-prefix=HOST90 --input-file=%t.i8.sm90.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.i8.sm90.ptx -o %t.i8.sm90.cubin 2>&1 | FileCheck %s
+// RUN: sed 's/module attributes {/module attributes {sage.tensor_maps = "device", /' %S/../../../examples/int8_matmul.mlir | sage-translate - --arch=sm_90a -o %t.i8.dev.ptx
+// RUN: FileCheck %s --check-prefix=TMA90 --input-file=%t.i8.dev.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.i8.dev.ptx -o %t.i8.dev.cubin 2>&1 | FileCheck %s
 // RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_90a --ptx-version=80 -o %t.i8.sm90.ptx80.ptx
 // RUN: FileCheck %s --check-prefix=ASYNC90 --input-file=%t.i8.sm90.ptx80.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.i8.sm90.ptx80.ptx -o %t.i8.sm90.ptx80.cubin 2>&1 | FileCheck %s
 // RUN: sage-translate %S/../../../examples/int8_matmul.mlir --arch=sm_80 -o %t.i8.sm80.ptx
 // RUN: FileCheck %s --check-prefix=ASYNC80 --input-file=%t.i8.sm80.ptx
 // RUN: %ptxas -arch=sm_80 -v %t.i8.sm80.ptx -o %t.i8.sm80.cubin 2>&1 | FileCheck %s
+// Host maps: no scratch; one 128-byte, 64-byte aligned parameter per map
+// after the others, its fields as expressions of the arguments (B's, then
+// A's: K bytes by N or M rows, rows K bytes apart), read in place.
+// HOST90: // sage.kernel name=int8_matmul threads=128 shared_memory={{[0-9]+}} global_scratch=0
+// HOST90-NEXT: // sage.tensor_map kernel=int8_matmul param=7 address=a1 dims=a6;a5 strides=a6 box=128,64 element_type=0 swizzle=3
+// HOST90-NEXT: // sage.tensor_map kernel=int8_matmul param=8 address=a0 dims=a6;a4 strides=a6 box=128,64 element_type=0 swizzle=3
+// HOST90: .param .align 64 .b8 int8_matmul_param_7[128],
+// HOST90-NEXT: .param .align 64 .b8 int8_matmul_param_8[128]
+// HOST90-NOT: tensormap.replace
+// HOST90: cvta.param.u64
+// HOST90: prefetch.tensormap
+// HOST90-NOT: tensormap.replace
+// HOST90-COUNT-2: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // TMA90: // sage.kernel name=int8_matmul threads=128 shared_memory={{[0-9]+}} global_scratch=256
+// TMA90-NOT: sage.tensor_map
 // TMA90: .version 8.3
 // Both maps (64 x 128 INT8 boxes) in the 128-byte swizzle mode (3).
 // TMA90: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;

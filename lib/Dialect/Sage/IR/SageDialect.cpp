@@ -4,6 +4,7 @@
 #include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -39,10 +40,56 @@ std::optional<TargetInfo> SageDialect::getTarget(ModuleOp module) {
   return arch ? TargetInfo::get(arch.getValue()) : std::nullopt;
 }
 
+/// A `sage.host_tensor_map` dictionary: host expressions for the address,
+/// each extent and each stride (one fewer: dimension 0 has none), a box per
+/// dimension, the element type and swizzle codes; on a !sage.tensor_map
+/// argument (or its lowered pointer).
+static LogicalResult verifyHostTensorMap(Operation *op, unsigned argIndex,
+                                         NamedAttribute attr) {
+  auto fail =
+      [&]() {
+        return op->emitError()
+               << "'" << attr.getName().getValue() << "' of argument "
+               << argIndex
+               << " must be a dictionary of address (string), dims and strides "
+                  "(arrays of strings, one stride fewer than dims, 2 to 5 "
+                  "dims), box (i64 array, one per dim), element_type and "
+                  "swizzle (integers)";
+      };
+  auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+  if (!dict || dict.size() != 6)
+    return fail();
+  auto strings = [](Attribute a) -> std::optional<size_t> {
+    auto array = dyn_cast_or_null<ArrayAttr>(a);
+    if (!array || !llvm::all_of(array, llvm::IsaPred<StringAttr>))
+      return std::nullopt;
+    return array.size();
+  };
+  std::optional<size_t> dims = strings(dict.get("dims"));
+  std::optional<size_t> strides = strings(dict.get("strides"));
+  auto box = dyn_cast_or_null<DenseI64ArrayAttr>(dict.get("box"));
+  if (!isa_and_nonnull<StringAttr>(dict.get("address")) || !dims || *dims < 2 ||
+      *dims > 2 + kMaxLeadingDims || !strides || *strides + 1 != *dims ||
+      !box || size_t(box.size()) != *dims ||
+      !isa_and_nonnull<IntegerAttr>(dict.get("element_type")) ||
+      !isa_and_nonnull<IntegerAttr>(dict.get("swizzle")))
+    return fail();
+  if (auto func = dyn_cast<FunctionOpInterface>(op)) {
+    Type type = func.getArgumentTypes()[argIndex];
+    if (!isa<TensorMapType, LLVM::LLVMPointerType>(type))
+      return op->emitError()
+             << "'" << attr.getName().getValue() << "' of argument " << argIndex
+             << " needs a !sage.tensor_map argument";
+  }
+  return success();
+}
+
 LogicalResult SageDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kHostTensorMapAttrName)
+    return verifyHostTensorMap(op, argIndex, attr);
   bool isAlignment = name == kAlignmentAttrName;
   if (!isAlignment && name != kDivisibilityAttrName)
     return op->emitError() << "unknown sage argument attribute '" << name
@@ -101,9 +148,12 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return failure();
     auto func = cast<FunctionOpInterface>(op);
     auto bytes = cast<IntegerAttr>(attr.getValue());
-    // The launcher passes the scratch address as the last argument (checked
-    // while the signature still has sage types; the lowering keeps it last).
+    // The launcher passes the scratch address as the last argument but the
+    // host tensor maps (checked while the signature still has sage types;
+    // the lowering keeps the order).
     ArrayRef<Type> args = func.getArgumentTypes();
+    while (!args.empty() && isa<TensorMapType>(args.back()))
+      args = args.drop_back();
     bool sageTyped = llvm::any_of(args, llvm::IsaPred<PtrType>);
     auto last = args.empty() ? PtrType() : dyn_cast<PtrType>(args.back());
     if (bytes.getInt() > 0 && sageTyped &&
@@ -179,6 +229,15 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
     if (!regs || regs.getInt() < kMinMaxnreg || regs.getInt() > kMaxMaxnreg)
       return op->emitError() << "'" << name << "' must be an integer from "
                              << kMinMaxnreg << " to " << kMaxMaxnreg;
+    return success();
+  }
+  if (name == kTensorMapsAttrName) {
+    auto where = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' applies to modules only";
+    if (!where || !llvm::is_contained({"host", "device"}, where.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be \"host\" or \"device\"";
     return success();
   }
   return op->emitError() << "unknown sage attribute '" << name << "'";

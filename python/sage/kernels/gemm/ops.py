@@ -153,6 +153,8 @@ def int8_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = Non
             raise ValueError("without scales the result is int32")
         out = torch.empty((m, n), dtype=torch.int32, device=a.device)
         a_scale = b_scale = out  # not read without DEQUANT
+    if k == 0:  # an empty sum (and the copy engine's maps have no empty dimension)
+        return out.zero_()
     grid, constexprs = _launch(tiles, a, b, out, m, n, k)
     GEMM[grid](a, b, out, a_scale, b_scale, m, n, k, **constexprs, DEQUANT=dequant,
                num_warps=tiles.num_warps)
@@ -167,6 +169,8 @@ def half_mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = No
     m, k = a.shape
     n = b.shape[0]
     out = torch.empty((m, n), dtype=out_dtype or a.dtype, device=a.device)
+    if k == 0:  # an empty sum (and the copy engine's maps have no empty dimension)
+        return out.zero_()
     # The scales are not read without DEQUANT.
     grid, constexprs = _launch(tiles, a, b, out, m, n, k)
     GEMM[grid](a, b, out, out, out, m, n, k, **constexprs, num_warps=tiles.num_warps)

@@ -52,7 +52,14 @@ def Sage_Dialect : Dialect {
       each program needs, a multiple of 128 (one TMA tensor map each); set by
       `sagegpu-promote-operands`, which also appends the `!sage.ptr<i8>` argument
       that points at it. The launcher allocates programs × bytes and passes
-      the address as that last argument.
+      the address as that argument, the last but the host tensor maps.
+    - `sage.tensor_maps` (string, on `builtin.module`): where the kernels'
+      TMA tensor maps are built: `"host"` (the default) or `"device"`
+      (`sagegpu-host-tensor-maps`).
+    - `sage.host_tensor_map` (dictionary, on a `!sage.tensor_map` kernel
+      argument, after every other argument): a tensor map the launcher
+      encodes from the kernel's arguments (`sagegpu-host-tensor-maps`
+      describes the fields).
     - `sage.alignment` (integer, on a `!sage.ptr` kernel argument): a promise
       that the address is a multiple of this many bytes (a power of two).
     - `sage.divisibility` (integer, on an integer kernel argument): a promise
@@ -99,6 +106,17 @@ def Sage_Dialect : Dialect {
         "sage.divisibility";
     static constexpr ::llvm::StringLiteral kAlignmentAttrName =
         "sage.alignment";
+    /// On a kernel argument of type !sage.tensor_map: a TMA tensor map the
+    /// launcher encodes on the host from the kernel's other arguments (a
+    /// dictionary: `address`, `dims` and `strides` as host expressions,
+    /// `box`, `element_type`, `swizzle`; see sagegpu-host-tensor-maps).
+    static constexpr ::llvm::StringLiteral kHostTensorMapAttrName =
+        "sage.host_tensor_map";
+    /// On a module: where its kernels' tensor maps are built, "host" (the
+    /// default: every map whose view the kernel's arguments determine) or
+    /// "device" (every map, by each program).
+    static constexpr ::llvm::StringLiteral kTensorMapsAttrName =
+        "sage.tensor_maps";
 
     /// Warps per program of `module` (sage.num_warps), 4 when unset.
     static unsigned getNumWarps(::mlir::ModuleOp module);

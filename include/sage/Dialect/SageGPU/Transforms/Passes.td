@@ -171,4 +171,36 @@ def SageGPUPipeline : Pass<"sagegpu-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def SageGPUHostTensorMaps
+    : Pass<"sagegpu-host-tensor-maps", "::mlir::ModuleOp"> {
+  let summary = "Turn the tensor maps that the kernel's arguments determine "
+                "into maps the launcher encodes on the host";
+  let description = [{
+    Runs after `sagegpu-promote-operands` (and the loop-invariant code
+    motion and CSE after it), before `sagegpu-warp-specialize`. Each
+    `sage.make_tensor_map` of a kernel whose pointer, strides and bounds are
+    computed from the kernel's arguments and constants alone (through
+    `arith` integer ops and `sage.addptr`) becomes a new last argument of
+    type `!sage.tensor_map` carrying `sage.host_tensor_map`: the map's
+    fields (`sage::getTensorMapGeometry`) as host expressions. The launcher
+    evaluates them on each launch and encodes the map with the CUDA driver
+    (`cuTensorMapEncodeTiled`); the kernel reads it from its parameters (a
+    `__grid_constant__`), so no program builds it. Identical maps share an
+    argument. The other maps (a view that depends on the program, as after
+    a `sl.where` on the tile) stay device-built, in renumbered scratch
+    slots; a kernel left with none loses its scratch argument. A module
+    with `sage.tensor_maps = "device"` keeps every map on the device.
+
+    Host expressions (`sage.host_tensor_map`'s `address`, `dims`,
+    `strides`), evaluated in 64-bit two's complement:
+    - `aN`: kernel argument N (a pointer's address, an integer's value);
+    - a decimal integer;
+    - `OPW(x,y)` for OP in add, sub, mul, div, rem, min, max (signed;
+      division truncates) at width W (32 or 64): the result wraps to W bits;
+    - `zextW(x)`: x as an unsigned W-bit value; `truncW(x)`: x wrapped to a
+      signed W-bit value.
+  }];
+  let dependentDialects = ["::mlir::sage::SageDialect"];
+}
+
 #endif // SAGE_DIALECT_SAGEGPU_TRANSFORMS_PASSES_TD
