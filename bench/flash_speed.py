@@ -10,8 +10,7 @@ for every provider: the issue's B4 H32 N8K D128, causal and not (its bar),
 and D = 64 and N = 4K as extra rows:
 
 * ``sage``: ``sage.kernels.flash.ops.flash_attention(q, k, v, causal)`` at its
-  default plan (with Vᵀ made inside the call when the plan says so: the copy
-  is timed);
+  default plan;
 * ``cudnn``, ``flash``: ``scaled_dot_product_attention(q, k, v, is_causal=causal)``
   under ``sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`` / ``(FLASH_ATTENTION)``.
 
@@ -30,12 +29,12 @@ Reported: TFLOP/s = 4·B·H·N²·D / t (halved when causal) per provider and
 case, and the speed ratios t_other / t_sage (above 1: sage faster) against
 cuDNN and flash; issue #11's bar is sage >= 0.95x cuDNN at B4 H32 N8K D128,
 causal and not (the default plan only). ``--sage-tiles`` (repeatable) times
-sage at other plans as well (``BMxBN:STAGES:WARPS`` with ``:vt`` (V
-transposed first, the default) or ``:v`` (V as it is), ``:rN`` (at most N
+sage at other plans as well (``BMxBN:STAGES:WARPS`` with ``:rN`` (at most N
 registers), ``:ws`` (a producer warpgroup), ``:pp`` (ping-pong), ``:ps``
 (persistent) and ``:dm`` (tensor maps built by every program,
-SAGE_TENSOR_MAPS=device, instead of encoded at launch)); without it, the default blocks with V as it is
-(``128x128:2:8:v``) are timed besides, ``--sage-tiles none`` times none.
+SAGE_TENSOR_MAPS=device, instead of encoded at launch)); without it, the
+default blocks with ping-pong and persistent are timed besides,
+``--sage-tiles none`` times none.
 """
 
 from __future__ import annotations
@@ -68,10 +67,9 @@ BAR_OTHER, BAR_AT_LEAST = "cudnn", 0.95
 #: Relative L2 of O against float64 attention that passes the check.
 CHECK_TOL = 1e-2
 #: Plans timed besides the default when --sage-tiles is not given: the default
-#: blocks with ping-pong, without the producer warpgroup, and with V read as
-#: it is (no Vᵀ copy, V through registers).
-EXTRA_TILES = ("128x128:2:8:vt:ws:pp", "128x128:2:8:vt", "128x128:2:8:v")
-TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::(vt|v))?(?::r(\d+))?(:ws)?(:pp)?(:ps)?")
+#: blocks with ping-pong and persistent.
+EXTRA_TILES = ("128x128:2:8:ws:pp", "128x128:2:8:ws:ps")
+TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::r(\d+))?(:ws)?(:pp)?(:ps)?")
 #: Heads of the float64 reference computed at once (their logits: 4 x N² doubles).
 REF_HEADS = 4
 
@@ -102,23 +100,21 @@ def flash_cases(quick: bool = False) -> list[FlashCase]:
 
 
 def parse_tiles(spec: str) -> dict[str, Any]:
-    """``"128x64:2:8:v:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
-    num_warps, transpose_v (``:vt``, the default, or ``:v``), maxnreg (``:rN``),
-    warp_specialize (``:ws``), ping_pong (``:pp``), persistent (``:ps``))."""
+    """``"128x64:2:8:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
+    num_warps, maxnreg (``:rN``), warp_specialize (``:ws``), ping_pong (``:pp``),
+    persistent (``:ps``))."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps]")
-    bm, bn, stages, warps, v_form, maxnreg, ws, pp, ps = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps]")
+    bm, bn, stages, warps, maxnreg, ws, pp, ps = match.groups()
     return {"block_m": int(bm), "block_n": int(bn), "stages": int(stages),
-            "num_warps": int(warps), "transpose_v": v_form != "v",
-            "maxnreg": None if maxnreg is None else int(maxnreg), "warp_specialize": bool(ws),
-            "ping_pong": bool(pp), "persistent": bool(ps)}
+            "num_warps": int(warps), "maxnreg": None if maxnreg is None else int(maxnreg),
+            "warp_specialize": bool(ws), "ping_pong": bool(pp), "persistent": bool(ps)}
 
 
 def tiles_spec(tiles: dict[str, Any]) -> str:
-    """The inverse of :func:`parse_tiles`, normalised (``:vt`` or ``:v`` always given)."""
+    """The inverse of :func:`parse_tiles`."""
     text = "{block_m}x{block_n}:{stages}:{num_warps}".format(**tiles)
-    text += ":vt" if tiles["transpose_v"] else ":v"
     text += f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else ""
     text += ":ws" if tiles.get("warp_specialize") else ""
     text += ":pp" if tiles.get("ping_pong") else ""
@@ -143,7 +139,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:vt|:v][:rN][:ws][:pp][:ps][:dm]",
+                        metavar="BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps][:dm]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(
@@ -287,15 +283,14 @@ def render(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[str, Any]],
     """The speed table, the ratio table with the bar's verdicts, and the notes
     (:func:`timing.render_rounds_report`)."""
     return timing.render_rounds_report(
-        rows, ratios, bars, checked, tiles_header="tiles (BMxBN:stages:warps:V)",
+        rows, ratios, bars, checked, tiles_header="tiles (BMxBN:stages:warps)",
         rate=("tflops", "TFLOP/s"), bars_title="Issue #11 bar",
         legend="TFLOP/s = 4·B·H·N²·D / t, halved when causal (bf16, B=4, H=32, inference "
                "forward, O only). Speed ratio = t_other / t_sage (above 1: sage faster). Bar "
                f"(default plan only): sage >= {BAR_AT_LEAST}x cuDNN at B4 H32 N8K D128, "
-               "causal and not. Tiles: `:vt` V transposed by the call before the kernel "
-               "(timed), `:v` V read as it is, `:ws` a producer warpgroup issues the copies, `:pp` "
+               "causal and not. Tiles: `:ws` a producer warpgroup issues the copies, `:pp` "
                "the consumer warpgroups take turns (ping-pong), `:ps` one program per SM walks the "
-               "tiles (persistent). Check: rel-L2 of O <= "
+               "tiles (persistent), `:dm` tensor maps built by every program. Check: rel-L2 of O <= "
                f"{CHECK_TOL:g} vs float64 attention.")
 
 

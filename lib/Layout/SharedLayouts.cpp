@@ -135,6 +135,18 @@ WgmmaStrides mlir::sage::layout::getWgmmaKMajorStrides(TileShape shape,
           /*strideByteOffset=*/kAtomRows * int64_t(swizzleBytes)};
 }
 
+WgmmaStrides mlir::sage::layout::getWgmmaMNMajorStrides(TileShape shape,
+                                                        unsigned elementBits,
+                                                        unsigned swizzleBytes) {
+  std::string why = checkSharedParams(shape, elementBits, swizzleBytes, 1);
+  if (why.empty() && (swizzleBytes == 0 || elementBits != 16))
+    why = "an MN-major wgmma operand is a swizzled 16-bit tile";
+  if (!why.empty())
+    llvm::report_fatal_error(llvm::Twine("getWgmmaMNMajorStrides: ") + why);
+  return {/*leadingByteOffset=*/shape[0] * int64_t(swizzleBytes),
+          /*strideByteOffset=*/kAtomRows * int64_t(swizzleBytes)};
+}
+
 uint64_t mlir::sage::layout::encodeWgmmaDescriptor(uint32_t startAddress,
                                                    int64_t leadingByteOffset,
                                                    int64_t strideByteOffset,

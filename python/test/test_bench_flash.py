@@ -46,24 +46,23 @@ def test_cases_and_flops():
 
 
 def test_tile_plans():
-    plan = flash.parse_tiles(" 128x64:3:8:v:r200")
+    plan = flash.parse_tiles(" 128x64:3:8:r200")
     assert plan == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
-                    "transpose_v": False, "maxnreg": 200, "warp_specialize": False,
-                    "ping_pong": False, "persistent": False}
-    assert flash.tiles_spec(plan) == "128x64:3:8:v:r200"
+                    "maxnreg": 200, "warp_specialize": False, "ping_pong": False,
+                    "persistent": False}
+    assert flash.tiles_spec(plan) == "128x64:3:8:r200"
     assert flash.parse_tiles("128x128:2:8:ws")["warp_specialize"]
-    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws")) == "128x128:2:8:vt:ws"
-    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp")) == "128x128:2:8:vt:ws:pp"
+    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws")) == "128x128:2:8:ws"
+    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp")) == "128x128:2:8:ws:pp"
     assert flash.parse_tiles("128x128:2:8:ws:ps")["persistent"]
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp:ps")) == \
-        "128x128:2:8:vt:ws:pp:ps"
-    assert flash.parse_tiles("128x128:2:8")["transpose_v"]  # the library's default
-    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8")) == "128x128:2:8:vt"
-    assert flash.tiles_spec(flash.parse_tiles("64x64:2:4:vt")) == "64x64:2:4:vt"
-    for bad in ("128x128:2", "128x128x64:2:8", "128x128:2:8:t", "128x128:2:8:r", "axb:1:2"):
+        "128x128:2:8:ws:pp:ps"
+    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8")) == "128x128:2:8"
+    for bad in ("128x128:2", "128x128x64:2:8", "128x128:2:8:t", "128x128:2:8:r", "axb:1:2",
+                "128x128:2:8:vt"):
         with pytest.raises(ValueError, match="is not BMxBN:STAGES:WARPS"):
             flash.parse_tiles(bad)
-    assert flash.sage_tiles_arg("128x64:2:8") == "128x64:2:8:vt"
+    assert flash.sage_tiles_arg("128x64:2:8") == "128x64:2:8"
     assert flash.sage_tiles_arg(" none") == "none"
     with pytest.raises(argparse.ArgumentTypeError):
         flash.sage_tiles_arg("big")
@@ -86,13 +85,13 @@ def test_arguments():
         (300.0, 150.0, 5, 100)
     options = flash.parse_args(["o.json", "o.md", "--cases", "d128", "--no-check",
                                 "--providers", "sage,cudnn", "--sage-tiles", "128x64:2:8",
-                                "--sage-tiles", "128x64:2:8:vt", "--rounds", "1"])
+                                "--sage-tiles", "128x64:2:8", "--rounds", "1"])
     assert options.cases == ["d128"] and not options.check and options.rounds == 1
-    assert options.providers == ["sage", "cudnn"] and options.sage_tiles == ["128x64:2:8:vt"]
+    assert options.providers == ["sage", "cudnn"] and options.sage_tiles == ["128x64:2:8"]
     assert flash.parse_args(["o.json", "o.md", "--sage-tiles", "none"]).sage_tiles == []
     # :dm: the same plan with tensor maps built on the device.
     assert flash.parse_args(["o.json", "o.md", "--sage-tiles", "128x128:2:8:ws:dm"]
-                            ).sage_tiles == ["128x128:2:8:vt:ws:dm"]
+                            ).sage_tiles == ["128x128:2:8:ws:dm"]
     for argv in (["--providers", "sage,triton"], ["--rounds", "0"], ["--sage-tiles", "big"]):
         with pytest.raises(SystemExit):
             flash.parse_args(["o.json", "o.md", *argv])

@@ -33,7 +33,7 @@ from repo_files import load_bench
 
 torch = pytest.importorskip("torch")
 
-from sage.kernels.flash.ops import (FLASH, KEY_PAD, LOG2E, TILES, FlashTiles,  # noqa: E402
+from sage.kernels.flash.ops import (FLASH, LOG2E, TILES, FlashTiles,  # noqa: E402
                                     default_tiles, flash_attention)
 
 census = load_bench("sass_census")
@@ -84,40 +84,40 @@ def qkv(batch, heads, kv_heads, n, n_kv, d, dtype=torch.bfloat16, seed=0):
             make((batch, kv_heads, n_kv, d), dtype, seed + 2))
 
 
-# The plans: the defaults (128 x 128; V transposed; a producer warpgroup),
-# the same with the consumer warpgroups taking turns (ping-pong), 128 x 64
-# (two masked diagonal blocks a causal query block), V as it is (read
-# through registers), 64-row blocks on one warpgroup, and persistent
-# programs (the interpreter runs 3, each walking several tiles; with and
-# without the producer warpgroup).
+# The plans: the defaults (128 x 128, a producer warpgroup), the same with
+# the consumer warpgroups taking turns (ping-pong), 128 x 64 (two masked
+# diagonal blocks a causal query block; 2 and 3 stages), 128 x 128 without
+# the producer, 64-row blocks on one warpgroup, and persistent programs
+# (the interpreter runs 3, each walking several tiles; with and without
+# the producer warpgroup).
 DEFAULT = "default"
 PLANS = {DEFAULT: None, "128x64": FlashTiles(128, 64, 2, 8),
          "ping-pong": FlashTiles(128, 128, 2, 8, warp_specialize=True, ping_pong=True),
          "persistent": FlashTiles(128, 128, 2, 8, warp_specialize=True, persistent=True),
-         "persistent-64x64-v": FlashTiles(64, 64, 3, 4, transpose_v=False, persistent=True),
-         "128x64-v": FlashTiles(128, 64, 3, 8, transpose_v=False),
-         "128x128-v": FlashTiles(128, 128, 2, 8, transpose_v=False),
+         "persistent-64x64": FlashTiles(64, 64, 3, 4, persistent=True),
+         "128x64-3": FlashTiles(128, 64, 3, 8),
+         "128x128": FlashTiles(128, 128, 2, 8),
          "64x64": FlashTiles(64, 64, 2, 4)}
 
 # (batch, heads, kv_heads, n, n_kv, d, causal, plan)
 CASES = {
     "d64_tails": (1, 2, 2, 200, 200, 64, False, DEFAULT),
     "d64_causal_tails": (1, 2, 2, 200, 200, 64, True, DEFAULT),
-    "d128_tails": (1, 2, 2, 130, 300, 128, False, "128x64-v"),
+    "d128_tails": (1, 2, 2, 130, 300, 128, False, "128x64-3"),
     "d128_causal_more_keys": (1, 2, 2, 100, 260, 128, True, DEFAULT),
     "d128_causal_more_queries": (1, 2, 2, 300, 130, 128, True, "128x64"),
-    "d128_causal_whole_blocks": (1, 1, 1, 256, 256, 128, True, "128x128-v"),
+    "d128_causal_whole_blocks": (1, 1, 1, 256, 256, 128, True, "128x128"),
     "d64_whole_blocks": (1, 1, 1, 256, 128, 64, False, "128x64"),
-    "gqa_causal": (2, 4, 2, 150, 150, 64, True, "128x64-v"),
+    "gqa_causal": (2, 4, 2, 150, 150, 64, True, "128x64-3"),
     "mqa": (1, 3, 1, 70, 90, 128, False, "64x64"),
     "mqa_causal_64_rows": (1, 3, 1, 150, 150, 64, True, "64x64"),
     "one_query": (1, 2, 1, 1, 77, 128, False, DEFAULT),
     "one_query_causal": (1, 2, 1, 1, 77, 64, True, DEFAULT),
-    "one_key": (1, 2, 2, 40, 1, 64, True, "128x64-v"),
+    "one_key": (1, 2, 2, 40, 1, 64, True, "128x64-3"),
     "ping_pong_tails": (1, 2, 2, 200, 300, 128, False, "ping-pong"),
     "ping_pong_causal": (2, 2, 1, 300, 300, 64, True, "ping-pong"),
     "persistent_gqa_causal": (2, 4, 2, 300, 260, 128, True, "persistent"),
-    "persistent_tails": (2, 3, 1, 130, 200, 64, False, "persistent-64x64-v"),
+    "persistent_tails": (2, 3, 1, 130, 200, 64, False, "persistent-64x64"),
 }
 
 
@@ -160,7 +160,7 @@ def test_strided_inputs_are_read_in_place():
     qs, ks = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k))
     vs = v.transpose(2, 3).contiguous().transpose(2, 3)  # last stride Nkv
     assert not qs.is_contiguous() and vs.stride(-1) != 1
-    for plan in (None, PLANS["128x64-v"]):
+    for plan in (None, PLANS["128x64-3"]):
         got = flash_attention(qs, ks, vs, causal=True, tiles=plan)
         assert torch.equal(got, want if plan is None else flash_attention(q, k, v, True,
                                                                           tiles=plan))
@@ -200,16 +200,16 @@ def test_kernel_on_numpy_arrays():
 
 def test_tile_plans():
     assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8, warp_specialize=True)
-    assert default_tiles(128).transpose_v and default_tiles(128).maxnreg is None
-    plan = FlashTiles(128, 64, 3, 8, transpose_v=False, maxnreg=200)
+    assert default_tiles(128).maxnreg is None
+    plan = FlashTiles(128, 64, 3, 8, maxnreg=200)
     assert plan.constexprs() == {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3,
-                                 "TRANSPOSED_V": False, "WARP_SPECIALIZE": False,
-                                 "PING_PONG": False, "PERSISTENT": False}
+                                 "WARP_SPECIALIZE": False, "PING_PONG": False,
+                                 "PERSISTENT": False}
     assert plan.options() == {"num_warps": 8, "maxnreg": 200}
     assert plan.grid(300, 4, 2) == (3, 4, 2)
     assert plan.as_dict() == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
-                              "transpose_v": False, "maxnreg": 200, "warp_specialize": False,
-                              "ping_pong": False, "persistent": False}
+                              "maxnreg": 200, "warp_specialize": False, "ping_pong": False,
+                              "persistent": False}
     # Persistent: one program per SM (at most one per tile), on axis 0.
     persistent = FlashTiles(128, 64, 3, 8, persistent=True)
     assert persistent.constexprs()["PERSISTENT"]
@@ -227,18 +227,16 @@ def test_tile_plans():
     (dict(block_n=True), r"block_n must be a power of two"),
     (dict(stages=0), r"stages must be an int >= 1, got 0"),
     (dict(num_warps=2), r"num_warps must be 4 or 8, got 2"),
-    (dict(transpose_v=1), r"transpose_v must be a bool, got 1"),
     (dict(maxnreg=300), r"maxnreg must be None or an int in \[24, 255\], got 300"),
     (dict(warp_specialize=1), r"warp_specialize must be a bool, got 1"),
     (dict(maxnreg=200), r"warp_specialize needs stages >= 2 and no maxnreg .* got stages=2, "
                         r"maxnreg=200"),
     (dict(stages=1), r"warp_specialize needs stages >= 2 .* got stages=1, maxnreg=None"),
     (dict(ping_pong=1), r"ping_pong must be a bool, got 1"),
-    (dict(ping_pong=True, num_warps=4), r"ping_pong needs warp_specialize, num_warps=8 .* "
-                                        r"num_warps=4"),
+    (dict(ping_pong=True, num_warps=4), r"ping_pong needs warp_specialize and num_warps=8 "
+                                        r".* num_warps=4"),
     (dict(ping_pong=True, warp_specialize=False), r"ping_pong needs .* "
                                                   r"got warp_specialize=False"),
-    (dict(ping_pong=True, transpose_v=False), r"ping_pong needs .* transpose_v=False"),
     (dict(persistent=1), r"persistent must be a bool, got 1"),
 ])
 def test_tile_plan_errors(fields, message):
@@ -316,25 +314,21 @@ def _ir(d: int, causal: bool, plan: FlashTiles, dtype=sl.bfloat16, n: int = 1000
 
     def buf(*shape: int) -> sl.Buffer:
         return sl.Buffer(np.zeros(shape, storage), dtype)
-    pad = -(-n // KEY_PAD) * KEY_PAD
-    v, v_strides = ((buf(1, 1, d, pad), (d * pad, d * pad, pad)) if plan.transpose_v
-                    else (buf(1, 1, n, d), (n * d, n * d, d)))
-    return FLASH.ir(buf(1, 2, n, d), buf(1, 1, n, d), v, buf(1, 2, n, d),
+    return FLASH.ir(buf(1, 2, n, d), buf(1, 1, n, d), buf(1, 1, n, d), buf(1, 2, n, d),
                     np.zeros(1, np.float32), 0.1, n, n, 1, 2, 2 * n * d, n * d, d, n * d, n * d, d,
-                    *v_strides, 2 * n * d, n * d, d, arch="sm_90a", D=d, **plan.constexprs(),
+                    n * d, n * d, d, 2 * n * d, n * d, d, arch="sm_90a", D=d, **plan.constexprs(),
                     CAUSAL=causal, GROUP=2, **plan.options())
 
 
-@pytest.mark.parametrize("transpose_v", [True, False])
-def test_ir_loops_are_pipelined_and_accumulate_in_place(transpose_v):
-    plan = FlashTiles(128, 128, 2, 8, transpose_v=transpose_v)
+def test_ir_loops_are_pipelined_and_accumulate_in_place():
+    plan = FlashTiles(128, 128, 2, 8)
     ir = _ir(128, True, plan)
     assert ir.count("sage.num_stages = 2 : i32") == 2  # the mask-free loop and the masked one
     f32_tile = "tensor<128x128xf32>"
     # Skewed by one key block: QKᵀ and the softmax of block 0 open, each loop
     # has one of each, and the last P·V closes.
     assert len(re.findall(rf"sage\.matmul [^\n]*contract\(1, 1\) : [^\n]*-> {f32_tile}",
-                          ir)) == (6 if transpose_v else 3)
+                          ir)) == 3
     # PV: P (bf16) times V onto the O accumulator, the tensor cores' own.
     pv = re.findall(rf"sage\.matmul [^\n]* acc [^\n]*-> {f32_tile}", ir)
     assert len(pv) == 3, ir
@@ -345,21 +339,19 @@ def test_ir_loops_are_pipelined_and_accumulate_in_place(transpose_v):
 
 def test_compiles_without_spills(library, tmp_path):
     """Every default variant (D 64/128, causal or not), the same with
-    ping-pong and persistent, without the producer, and V as it is at the
-    default blocks: accepted by ptxas for sm_90a; no spills with Vᵀ."""
+    ping-pong and persistent, and without the producer: accepted by ptxas
+    for sm_90a, no spills."""
     disassembler = census.find_disassembler()
     for d in (64, 128):
         for causal in (False, True):
-            for transpose_v, ws, persistent in ((True, True, False), (True, True, True),
-                                                (True, False, False), (False, False, False)):
-                plan = FlashTiles(**{**TILES[d].as_dict(), "transpose_v": transpose_v,
-                                     "warp_specialize": ws, "ping_pong": ws,
-                                     "persistent": persistent})
+            for ws, persistent in ((True, False), (True, True), (False, False)):
+                plan = FlashTiles(**{**TILES[d].as_dict(), "warp_specialize": ws,
+                                     "ping_pong": ws, "persistent": persistent})
                 ptx = library.compile(_ir(d, causal, plan), arch="sm_90a")
                 # A producer warpgroup beside the 8 consumer warps by default.
                 threads = 384 if plan.warp_specialize else 256
                 assert f"// sage.kernel name=flash_forward threads={threads}" in ptx
-                assert "cp.async.bulk.tensor" in ptx  # K (and Vᵀ) by TMA
+                assert "cp.async.bulk.tensor" in ptx  # K and V by TMA
                 # In each loop the softmax waits for QKᵀ(j+1) only, P(j)·V(j)
                 # stays in flight under it (then a complete wait rescales O);
                 # a persistent causal program runs two tiles (a pair) a trip.
@@ -367,7 +359,7 @@ def test_compiles_without_spills(library, tmp_path):
                 assert ptx.count("wgmma.wait_group.sync.aligned 1;") == loops, ptx
                 if not Path(PTXAS).exists():
                     continue  # only this step needs the CUDA toolkit
-                path = tmp_path / f"flash-{d}-{causal}-{transpose_v}-{ws}-{persistent}.ptx"
+                path = tmp_path / f"flash-{d}-{causal}-{ws}-{persistent}.ptx"
                 path.write_text(ptx)
                 log = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o",
                                       str(path.with_suffix(".cubin"))],
@@ -375,19 +367,14 @@ def test_compiles_without_spills(library, tmp_path):
                 assert log.returncode == 0, log.stderr
                 spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)",
                                                      log.stderr)]
-                # The default plans (Vᵀ, one program per tile) never spill.
-                # V read as it is (a benchmark plan without a producer: 255
-                # registers) spills up to 96 bytes (D = 128 causal, since
-                # the wgmma descriptors' origins stay live across a dot's
-                # K steps). The persistent plan spills some of the
-                # values that live across its loop over tiles (up to 64 bytes
-                # at D = 128 causal, two tiles a trip), never inside the key
-                # loops.
+                # One program per tile never spills. The persistent plan
+                # spills some of the values that live across its loop over
+                # tiles (up to 64 bytes at D = 128 causal, two tiles a
+                # trip), never inside the key loops.
                 if persistent:
                     if disassembler is not None:
                         sass = census.disassemble(path.with_suffix(".cubin"), disassembler)
                         assert census.local_memory_in_loops(sass) == 0, (d, causal)
                 else:
-                    allowed = 0 if transpose_v else 128
-                    assert spills and max(spills) <= allowed, (d, causal, log.stderr)
+                    assert spills and max(spills) == 0, (d, causal, ws, log.stderr)
                 assert "serialized" not in log.stderr, log.stderr

@@ -191,6 +191,19 @@ TEST(SharedLayouts, DescriptorFields) {
             sw.strideByteOffset);
   EXPECT_EQ(getWgmmaKMajorStrides({64, 64}, 8, 64).strideByteOffset, 512);
   EXPECT_EQ(getWgmmaKMajorStrides({64, 32}, 8, 32).strideByteOffset, 256);
+  // MN-major (V as it is: [keys][D], D inner): slabs of 64 D elements
+  // rows x 128 B apart, 8-key groups 1024 B apart; both from the layout.
+  WgmmaStrides mn = getWgmmaMNMajorStrides({128, 128}, 16, 128);
+  LinearLayout v = shared({128, 128}, 16, 128);
+  EXPECT_EQ(mn.leadingByteOffset, 128 * 128);
+  EXPECT_EQ(offsetOf(v, {0, 64}) * 2, mn.leadingByteOffset);
+  EXPECT_EQ(mn.strideByteOffset, 1024);
+  EXPECT_EQ(offsetOf(v, {8, 0}) * 2, mn.strideByteOffset);
+  WgmmaStrides mn64 = getWgmmaMNMajorStrides({64, 64}, 16, 64);
+  EXPECT_EQ(mn64.leadingByteOffset, 64 * 64);
+  EXPECT_EQ(offsetOf(shared({64, 64}, 16, 64), {0, 32}) * 2,
+            mn64.leadingByteOffset);
+  EXPECT_EQ(mn64.strideByteOffset, 512);
 
   uint64_t desc = encodeWgmmaDescriptor(0x1400, 16, 1024, 128);
   EXPECT_EQ(desc & 0x3FFF, 0x1400u >> 4);

@@ -77,6 +77,14 @@ struct WgmmaStrides {
 };
 WgmmaStrides getWgmmaKMajorStrides(TileShape shape, unsigned elementBits,
                                    unsigned swizzleBytes);
+/// The same for an MN-major operand (wgmma's transposed form, 16-bit only)
+/// stored by `shared(shape, elementBits, swizzleBytes, /*innerDim=*/1)`
+/// with its M/N dimension inner and a swizzle: the leading byte offset is
+/// the stride between slabs (each `swizzleBytes` of M/N) = outer *
+/// swizzleBytes, the stride byte offset that between 8-row groups along K
+/// = 8 * swizzleBytes (K steps move the start address by whole groups).
+WgmmaStrides getWgmmaMNMajorStrides(TileShape shape, unsigned elementBits,
+                                    unsigned swizzleBytes);
 
 /// The 64-bit sm_90 wgmma matrix descriptor: start address (shared-window
 /// byte address) >> 4 in bits 0-13, leading byte offset >> 4 in 16-29,

@@ -4,7 +4,8 @@
 // block a warpgroup owns in the accumulator layout (its N / 2 slots per
 // block are the instruction's registers, in order) and per 32 bytes of K.
 // B, and A unless it is in registers, are read through matrix descriptors
-// of their K-major shared tiles (any swizzle); a register A (`#sagegpu.dot_op`)
+// of their K-major shared tiles (any swizzle; a swizzled 16-bit B may be
+// MN-major, the transposed form); a register A (`#sagegpu.dot_op`)
 // is packed into the instruction's four 32-bit words per K step from its slots.
 // The dot ends at wgmma's commit_group: its result is in flight until the
 // sagegpu.dot_wait that completes it (wait_group, its registers tied).
@@ -79,7 +80,7 @@ private:
 /// accumulating into `acc`. MLIR 22's NVVM dialect has no op for this form:
 /// it is inline PTX, whose accumulators are tied outputs.
 Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
-                    Value acc, ArrayRef<Value> a, Value descB) {
+                    Value acc, ArrayRef<Value> a, Value descB, bool mnMajorB) {
   bool isInt = elemType.isInteger(8);
   int64_t values = n / 2;
   std::string text, constraints;
@@ -102,8 +103,12 @@ Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
   os << ", ";
   list(aFirst, 4);
   // Scale D by p; the 16-bit forms also take A and B scales (1) and B's
-  // transpose (0: K-major).
-  os << ", $" << descIndex << ", p" << (isInt ? "" : ", 1, 1, 0") << ";\n}";
+  // transpose (0: K-major, 1: MN-major).
+  os << ", $" << descIndex << ", p"
+     << (isInt      ? ""
+         : mnMajorB ? ", 1, 1, 1"
+                    : ", 1, 1, 0")
+     << ";\n}";
   SmallVector<Value> operands;
   for (int64_t v = 0; v < values; ++v) {
     cs << (v ? "," : "") << (isInt ? "=r" : "=f");
@@ -175,31 +180,38 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       groupRows.push_back(basis.row >= 64 ? basis.row : 0);
 
     auto descriptors = [&](Value tile, ValueRange converted, unsigned contract,
-                           int64_t rows) {
+                           int64_t rows, bool mnMajor) {
       auto type = cast<sagegpu::SharedTileType>(tile.getType());
       DescriptorBuilder d(
           c, {SharedTileAccess(type, converted.front()), contract});
       auto encoding = cast<sagegpu::SharedEncodingAttr>(type.getEncoding());
       int64_t bits = type.getElementType().getIntOrFloatBitWidth();
       unsigned swizzle = encoding.getSwizzle();
+      // The encoding's layout (layout::shared) is what the descriptor
+      // describes. K-major: 8-row groups SBO apart and, without a swizzle,
+      // K-adjacent core matrices LBO apart. MN-major (swizzled): slabs of
+      // M/N LBO apart (the whole tile's K rows), 8-row groups of K SBO
+      // apart. K steps move the start address (inside a swizzled slab the
+      // hardware applies the swizzle to the address bits, the tile being
+      // aligned to its atoms).
+      ArrayRef<int64_t> stored = type.getShape();
       layout::WgmmaStrides strides =
-          layout::getWgmmaKMajorStrides({rows, shape->k}, bits, swizzle);
-      // The verifier makes the operand K-major; its encoding's layout
-      // (layout::shared) is what the descriptor describes: 8-row groups SBO
-      // apart and, without a swizzle, K-adjacent core matrices LBO apart.
-      // K steps move the start address (inside a swizzled slab the hardware
-      // applies the swizzle to the address bits, the tile being aligned to
-      // its atoms).
+          mnMajor
+              ? layout::getWgmmaMNMajorStrides(
+                    {stored[contract], stored[1 - contract]}, bits, swizzle)
+              : layout::getWgmmaKMajorStrides({rows, shape->k}, bits, swizzle);
       d.fields = int64_t(layout::encodeWgmmaDescriptor(
           0, strides.leadingByteOffset, strides.strideByteOffset, swizzle));
       return d;
     };
-    DescriptorBuilder descB = descriptors(op.getRhs(), adaptor.getRhs(),
-                                          op.getRhsContractDim(), shape->n);
+    bool mnMajorB = op.isMNMajorRhs();
+    DescriptorBuilder descB =
+        descriptors(op.getRhs(), adaptor.getRhs(), op.getRhsContractDim(),
+                    shape->n, mnMajorB);
     std::optional<DescriptorBuilder> descA;
     if (kind == MmaKind::Wgmma) {
       descA = descriptors(op.getLhs(), adaptor.getLhs(), op.getLhsContractDim(),
-                          shape->m);
+                          shape->m, /*mnMajor=*/false);
       SmallVector<layout::Coord> warp;
       for (int32_t row : groupRows)
         warp.push_back(descA->tile.at(row, 0));
@@ -242,7 +254,7 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
         Value b = descB.at(0, k0);
         if (kind == MmaKind::WgmmaRegA) {
           accs[blk] = emitWgmmaRegA(rw, loc, n, elemType, accs[blk],
-                                    aWords[blk * steps + ks], b);
+                                    aWords[blk * steps + ks], b, mnMajorB);
           continue;
         }
         Value a = descA->at(row, k0);
@@ -257,7 +269,9 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
             NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
-            NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+            // B column-major is K-major; row-major its transpose.
+            NVVM::MMALayoutAttr::get(ctx, mnMajorB ? NVVM::MMALayout::row
+                                                   : NVVM::MMALayout::col),
             NVVM::MMAIntOverflowAttr());
       }
     }

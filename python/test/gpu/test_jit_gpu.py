@@ -5,6 +5,7 @@ Skipped without a GPU (conftest); needs torch and the binding
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -298,6 +299,41 @@ def test_launch_num_stages_pipelines_plain_loops(record, m, n, k):
     assert "sage.num_stages = 3 : i32" in compiled.ir
     assert "cp.async.bulk.tensor" in compiled.ptx
     record(f"jit_launch_stages_int8_matmul[3:{m}x{n}x{k}]", "exact")
+
+
+def ab_product(a, b, c, M, N, K, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
+               BLOCK_K: sl.constexpr, STAGES: sl.constexpr = 1):
+    """C = A B of f16 A (M x K) and B (K x N), both row-major: B's tiles run
+    along N in memory, and wgmma reads them MN-major (its transposed form)."""
+    row, col = sl.program_id(0) * BLOCK_M, sl.program_id(1) * BLOCK_N
+    acc = sl.zeros((BLOCK_M, BLOCK_N), sl.float32)
+    for k in sl.range(0, K, BLOCK_K, num_stages=STAGES):
+        at = sl.load(a, (BLOCK_M, BLOCK_K), (row, k), (K, 1), (M, K))
+        bt = sl.load(b, (BLOCK_K, BLOCK_N), (k, col), (N, 1), (K, N))
+        acc = sl.matmul(at, bt, contract=(1, 0), acc=acc)
+    sl.store(c, acc, (row, col), (N, 1), (M, N))
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("m,n,k,block_n", [(128, 192, 256, 64), (100, 80, 80, 64),
+                                           (64, 256, 1040, 128), (64, 64, 16, 64)])
+def test_mn_major_b_is_exact(record, stages, m, n, k, block_n):
+    """A row-major B (K x N) is copied by TMA as it is and read MN-major by
+    wgmma (transposed B, 64- and 128-byte slabs of N), with tails in every
+    dimension; small integers in f16 multiply exactly in f32."""
+    gen = torch.Generator().manual_seed(m + n + k + stages)
+    a = torch.randint(-8, 9, (m, k), generator=gen).half().cuda()
+    b = torch.randint(-8, 9, (k, n), generator=gen).half().cuda()
+    c = torch.full((m, n), float("nan"), device="cuda")
+    kernel = sage.jit(ab_product)
+    blocks = dict(BLOCK_M=64, BLOCK_N=block_n, BLOCK_K=64, STAGES=stages, num_warps=4)
+    compiled = kernel.compile(a, b, c, m, n, k, **blocks)
+    kernel[(_cdiv(m, 64), _cdiv(n, block_n))](a, b, c, m, n, k, **blocks)
+    assert torch.equal(c, a.float() @ b.float())
+    # wgmma's last immediate: B transposed (MN-major).
+    assert "cp.async.bulk.tensor" in compiled.ptx
+    assert re.search(r"wgmma\.mma_async[^;]*,\s*1,\s*1,\s*0,\s*1;", compiled.ptx)
+    record(f"jit_mn_major_b[{stages}:{m}x{n}x{k}:{block_n}]", "exact")
 
 
 def split_k_sum(x, out, M, N, SPLIT, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,

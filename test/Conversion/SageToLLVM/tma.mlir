@@ -8,6 +8,7 @@
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #mma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
+#mma128 = #sagegpu.mma<wgmma, warps = [4, 1], n = 128>
 #shared = #sagegpu.shared<swizzle = 128, bits = 8>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @qk
@@ -108,6 +109,27 @@ func.func @unswizzled(%a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, 
   %d = sagegpu.dot %a, %a, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>>, !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, bits = 8>> -> tensor<64x64xi32, #mma>
   %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x64xi32, #mma>
   return %w : tensor<64x64xi32, #mma>
+}
+
+// A 16-bit B that lies MN-major (V as TMA copies it: 128 keys x 128 D, D
+// inner in two 128-byte slabs) is read through wgmma's transposed form:
+// leading offset between the slabs 128 rows x 128 B = 16384 B (1024 << 16),
+// stride offset between 8-key groups 1024 B (64 << 32), 128-byte swizzle
+// (1 << 62); each 16-key step moves B's start by 2048 B (128 units).
+// CHECK-LABEL: func.func @mn_major_b
+// CHECK-DAG: %[[FIELDS:.*]] = arith.constant 4611686293372403712 : i64
+// CHECK-DAG: %[[STEP:.*]] = arith.constant 128 : i64
+// CHECK: %[[B0:.*]] = arith.ori %{{.*}}, %[[FIELDS]] : i64
+// CHECK: nvvm.wgmma.mma_async %{{.*}}, %[[B0]], {{.*}} B[<bf16>, <one>, <row>]
+// CHECK: %[[B1:.*]] = arith.addi %[[B0]], %[[STEP]] : i64
+// CHECK: nvvm.wgmma.mma_async %{{.*}}, %[[B1]], {{.*}} B[<bf16>, <one>, <row>]
+// CHECK-COUNT-6: nvvm.wgmma.mma_async {{.*}} B[<bf16>, <one>, <row>]
+func.func @mn_major_b(%a: !sagegpu.smem<64x128xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>,
+                      %v: !sagegpu.smem<128x128xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>,
+                      %z: tensor<64x128xf32, #mma128>) -> tensor<64x128xf32, #mma128> {
+  %d = sagegpu.dot %a, %v, %z contract(1, 0) : !sagegpu.smem<64x128xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>, !sagegpu.smem<128x128xbf16, #sagegpu.shared<swizzle = 128, bits = 16>> -> tensor<64x128xf32, #mma128>
+  %w = sagegpu.dot_wait %d {pendings = 0 : i32} : tensor<64x128xf32, #mma128>
+  return %w : tensor<64x128xf32, #mma128>
 }
 
 // sagegpu.tma_store: every thread writes its part of the tile, fences it for

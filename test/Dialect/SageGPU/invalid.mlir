@@ -252,6 +252,29 @@ func.func @f(%a: !sagegpu.smem<64x128xi8, #kmajor0>, %b: !sagegpu.smem<64x128xi8
 
 // -----
 
+// An MN-major rhs only on wgmma, swizzled and 16-bit (the transposed form).
+#mn8 = #sagegpu.shared<swizzle = 128, bits = 8>
+#a8 = #sagegpu.shared<swizzle = 128, bits = 8>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 128>
+func.func @f(%a: !sagegpu.smem<64x128xi8, #a8>, %b: !sagegpu.smem<128x128xi8, #mn8>, %z: tensor<64x128xi32, #wgmma>) {
+  // expected-error @+1 {{reads shared operands K-major (or, on wgmma, a swizzled 16-bit rhs MN-major): the rhs encoding's contiguous dimension must be the contracted one}}
+  %d = sagegpu.dot %a, %b, %z contract(1, 0) : !sagegpu.smem<64x128xi8, #a8>, !sagegpu.smem<128x128xi8, #mn8> -> tensor<64x128xi32, #wgmma>
+  return
+}
+
+// -----
+
+#mn16 = #sagegpu.shared<swizzle = 128, bits = 16>
+#a16 = #sagegpu.shared<swizzle = 128, bits = 16>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%h: !sagegpu.smem<64x128xf16, #a16>, %v: !sagegpu.smem<128x64xf16, #mn16>, %y: tensor<64x64xf32, #mma>) {
+  // expected-error @+1 {{reads shared operands K-major (or, on wgmma, a swizzled 16-bit rhs MN-major)}}
+  %e = sagegpu.dot %h, %v, %y contract(1, 0) : !sagegpu.smem<64x128xf16, #a16>, !sagegpu.smem<128x64xf16, #mn16> -> tensor<64x64xf32, #mma>
+  return
+}
+
+// -----
+
 #shared = #sagegpu.shared<swizzle = 0, bits = 8>
 #mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
 func.func @f(%a: !sagegpu.smem<64x128xi8, #shared>, %b: !sagegpu.smem<64x64xi8, #shared>, %z: tensor<64x64xi32, #mma>) {

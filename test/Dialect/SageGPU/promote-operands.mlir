@@ -385,6 +385,44 @@ func.func @reg_a(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
 
 // -----
 
+// A 16-bit B whose rows run along N (V in P·V: contracted over its rows,
+// unit stride along D) is copied as it lies: a TMA box with the N
+// dimension inner, into a swizzled tile the wgmma reads MN-major. The same
+// view under mma.sync, which has no transposed form, is stored K-major by
+// the threads instead.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// TMA: #shared1 = #sagegpu.shared<swizzle = 128, bits = 16>
+// TMA-NEXT: #shared2 = #sagegpu.shared<swizzle = 0, bits = 16, inner = 0>
+// TMA-LABEL: func.func @mn_major_b
+// TMA: sage.make_tensor_map %{{.*}} box [64, 64] inner 1 swizzle 128
+// TMA: %[[V:.*]] = sagegpu.local_alloc !sagegpu.smem<64x64xf16, #shared1>
+// TMA: sagegpu.tma_load %{{.*}} into %[[V]]
+// TMA: sagegpu.dot %{{.*}}, %[[V]], %{{.*}} contract(1, 0)
+// TMA-LABEL: func.func @mn_major_b_mma_sync
+// TMA-NOT: tma_load
+// TMA: sagegpu.local_alloc %{{.*}} : tensor<64x64xf16, #{{.*}}> -> !sagegpu.smem<64x64xf16, #shared2>
+func.func @mn_major_b(%v: !sage.ptr<f16> {sage.alignment = 16 : i64},
+                      %n: i64 {sage.divisibility = 16 : i64},
+                      %p: tensor<64x64xf16>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %vt = sage.load %v[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<64x64xf16>
+  %o = sage.matmul %p, %vt contract(1, 0) using wgmma_reg_a : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  return
+}
+func.func @mn_major_b_mma_sync(%v: !sage.ptr<f16> {sage.alignment = 16 : i64},
+                               %n: i64 {sage.divisibility = 16 : i64},
+                               %p: tensor<64x64xf16>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %vt = sage.load %v[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<f16> -> tensor<64x64xf16>
+  %o = sage.matmul %p, %vt contract(1, 0) using mma_sync : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  return
+}
+}
+
+// -----
+
 // A rhs in sigma16 order takes A from registers in the sigma16 fragment
 // layout: an INT8 P quantized from an accumulator reaches it by a
 // conversion (in-thread: no shared tile), on wgmma and on mma.sync alike.

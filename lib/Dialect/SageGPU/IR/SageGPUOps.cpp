@@ -274,6 +274,15 @@ static bool isCarriedInFlight(OpOperand &use) {
                       [](Operation *user) { return isa<DotWaitOp>(user); });
 }
 
+bool DotOp::isMNMajorRhs() {
+  SharedTileType rhs = getRhs().getType();
+  auto encoding = cast<SharedEncodingAttr>(rhs.getEncoding());
+  return encoding.getInner() != getRhsContractDim() &&
+         encoding.getSwizzle() != 0 &&
+         rhs.getElementType().getIntOrFloatBitWidth() == 16 &&
+         sage::isWgmma(getMmaKind());
+}
+
 LogicalResult DotOp::verify() {
   Type lhsType = getLhs().getType();
   SharedTileType rhs = getRhs().getType();
@@ -306,8 +315,10 @@ LogicalResult DotOp::verify() {
   } else {
     return emitOpError("lhs must be a shared or register tile");
   }
-  if (cast<SharedEncodingAttr>(rhs.getEncoding()).getInner() != rc)
-    return emitOpError("reads shared operands K-major: the rhs encoding's "
+  auto rhsEncoding = cast<SharedEncodingAttr>(rhs.getEncoding());
+  if (rhsEncoding.getInner() != rc && !isMNMajorRhs())
+    return emitOpError("reads shared operands K-major (or, on wgmma, a "
+                       "swizzled 16-bit rhs MN-major): the rhs encoding's "
                        "contiguous dimension must be the contracted one");
   if (lhsElem != rhs.getElementType())
     return emitOpError() << "multiplies " << lhsElem << " by "

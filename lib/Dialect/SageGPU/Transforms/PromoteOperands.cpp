@@ -110,9 +110,15 @@ struct CopyUse {
   Operation *matmul;
   unsigned operand; // 0 for A
   unsigned contract;
+  /// The tile's unit-stride dimension: `contract` (K-major), or the other
+  /// one for a 16-bit B that only wgmma may read, MN-major, through TMA.
+  unsigned inner;
+  bool mnMajor() const { return inner != contract; }
 };
 
-std::optional<CopyUse> asyncCopyUse(LoadOp load) {
+/// With `mnMajor`, a 16-bit B whose unit stride is along N qualifies too
+/// (then only a TMA copy for wgmma may take it: see canCopyWithTma).
+std::optional<CopyUse> asyncCopyUse(LoadOp load, bool mnMajor) {
   // A copy moves rows as they are in memory, not in sigma16 order.
   if (!load->hasOneUse() || load.getSigma16Rows())
     return std::nullopt;
@@ -120,36 +126,46 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load) {
   std::optional<unsigned> contract = contractedDimOf(use);
   if (!contract || !copyCanMoveToUser(load, use.getOwner()))
     return std::nullopt;
-  unsigned other = 1 - *contract;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
   int64_t leading = leadingDimsOf(load.getOffsets());
-  APInt stride;
-  bool ok = matchPattern(load.getStrides()[leading + *contract],
-                         m_ConstantInt(&stride)) &&
-            stride == 1 &&
-            tile.getDimSize(*contract) * elemBytes % kCopyBytes == 0 &&
+  auto unitStride = [&](unsigned dim) {
+    APInt stride;
+    return matchPattern(load.getStrides()[leading + dim],
+                        m_ConstantInt(&stride)) &&
+           stride == 1;
+  };
+  unsigned inner = *contract;
+  if (!unitStride(inner)) {
+    if (!mnMajor || use.getOperandNumber() != 1 || elemBytes != 2)
+      return std::nullopt;
+    inner = 1 - *contract;
+  }
+  unsigned other = 1 - inner;
+  bool ok = unitStride(inner) &&
+            tile.getDimSize(inner) * elemBytes % kCopyBytes == 0 &&
             hasAlignedRows(load.getPtr(), load.getStrides()[leading + other],
                            elemBytes) &&
             hasAlignedLeadingDims(load.getStrides(), elemBytes) &&
-            knownDivisor(load.getOffsets()[leading + *contract]) * elemBytes >=
+            knownDivisor(load.getOffsets()[leading + inner]) * elemBytes >=
                 kCopyBytes;
   if (!ok)
     return std::nullopt;
-  return CopyUse{use.getOwner(), use.getOperandNumber(), *contract};
+  return CopyUse{use.getOwner(), use.getOperandNumber(), *contract, inner};
 }
 
 /// TMA copies the operands wgmma reads through descriptors (the others keep
 /// cp.async; that choice has not been measured) into a swizzled tile whose
-/// box the copy engine accepts.
+/// box the copy engine accepts; an MN-major B only for wgmma (its
+/// transposed form), which mma.sync has not.
 bool canCopyWithTma(const CopyUse &use, SharedTileType type) {
   std::optional<MmaKind> kind = mmaOf(use.matmul);
-  if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0))
+  if (!kind || !readsFromDescriptor(*kind, /*lhs=*/use.operand == 0) ||
+      (use.mnMajor() && !isWgmma(*kind)))
     return false;
   auto encoding = cast<SharedEncodingAttr>(type.getEncoding());
-  return MakeTensorMapOp::isValidBox(type.getShape(), use.contract,
-                                     type.getElementType(),
-                                     encoding.getSwizzle());
+  return MakeTensorMapOp::isValidBox(
+      type.getShape(), use.inner, type.getElementType(), encoding.getSwizzle());
 }
 
 /// How deep `block` is nested in its function.
@@ -204,18 +220,17 @@ struct Promoter {
   /// The tensor map of `load`'s view in the next slot of the function's
   /// global scratch (appending the scratch argument on first use), built
   /// right after the view's last value is defined.
-  Value buildTensorMap(LoadOp load, unsigned contract, unsigned swizzle) {
+  Value buildTensorMap(LoadOp load, unsigned inner, unsigned swizzle) {
     return buildTensorMap(
         load, load.getPtr(), load.getStrides(), load.getBounds(),
-        load.getResult().getType().getShape(), contract, swizzle);
+        load.getResult().getType().getShape(), inner, swizzle);
   }
 
   /// The tensor map of the view (`ptr`, `strides`, `bounds`) with a `box`
   /// box, for an op at `at` (as above).
   Value buildTensorMap(Operation *at, Value ptr, ValueRange strides,
-                       ValueRange bounds, ArrayRef<int64_t> box,
-                       unsigned contract, unsigned swizzle,
-                       bool typed = false) {
+                       ValueRange bounds, ArrayRef<int64_t> box, unsigned inner,
+                       unsigned swizzle, bool typed = false) {
     OpBuilder b(at);
     if (!mapScratch) {
       MLIRContext *ctx = at->getContext();
@@ -236,7 +251,7 @@ struct Promoter {
     setInsertionAfterAll(b, view);
     return MakeTensorMapOp::create(
         b, at->getLoc(), TensorMapType::get(at->getContext()), ptr, strides,
-        bounds, mapScratch, box, contract, swizzle, slot, typed);
+        bounds, mapScratch, box, inner, swizzle, slot, typed);
   }
 
   /// A `sage.store ... tma` whose view the copy engine can write (a kernel
@@ -284,9 +299,10 @@ struct Promoter {
   }
 
   /// `operand` of `matmul`, contracted along `contract`, as a K-major
-  /// shared tile. A load whose tile can go straight to shared memory is
-  /// replaced by a copy issued where the load was (so it overlaps the code
-  /// in between); the wait for it is placed before `matmul`.
+  /// shared tile (or, for a 16-bit wgmma B whose rows run along N, as it
+  /// lies in memory: MN-major). A load whose tile can go straight to shared
+  /// memory is replaced by a copy issued where the load was (so it overlaps the
+  /// code in between); the wait for it is placed before `matmul`.
   ///
   /// A tile the copy engine fills takes the widest swizzle its rows allow
   /// (one request per slab of up to 128 bytes instead of one per 16-byte
@@ -307,7 +323,24 @@ struct Promoter {
     auto load = operand.getDefiningOp<LoadOp>();
     std::optional<CopyUse> use;
     if (load && cpAsync)
-      use = asyncCopyUse(load);
+      use = asyncCopyUse(load, /*mnMajor=*/tma && kernel);
+    // The tile as it lies in memory, swizzled for the copy engine.
+    unsigned inner = use ? use->inner : contract;
+    unsigned swizzle =
+        use ? layout::widestSwizzle(tile.getDimSize(inner) *
+                                        tile.getElementTypeBitWidth() / 8,
+                                    tile.getDimSize(1 - inner))
+            : 0;
+    auto swizzled = SharedTileType::get(
+        ctx, tile.getShape(), tile.getElementType(),
+        SharedEncodingAttr::get(ctx, swizzle, tile.getElementTypeBitWidth(),
+                                inner));
+    bool viaTma =
+        use && tma && kernel && swizzle != 0 && canCopyWithTma(*use, swizzled);
+    // An MN-major B goes through TMA or not at all (threads store it
+    // K-major from registers).
+    if (use && use->mnMajor() && !viaTma)
+      use.reset();
     if (!use) {
       // Stored once, right where the tile is defined: a tile from outside a
       // loop is not stored again every iteration, and one tile feeding
@@ -325,13 +358,9 @@ struct Promoter {
       return stored;
     }
     Location loc = load.getLoc();
-    unsigned swizzle = layout::widestSwizzle(
-        tile.getDimSize(contract) * tile.getElementTypeBitWidth() / 8,
-        tile.getDimSize(1 - contract));
-    SharedTileType swizzled = tileType(swizzle);
-    if (tma && kernel && swizzle != 0 && canCopyWithTma(*use, swizzled)) {
+    if (viaTma) {
       type = swizzled;
-      Value map = buildTensorMap(load, contract, swizzle);
+      Value map = buildTensorMap(load, inner, swizzle);
       OpBuilder b(load);
       Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
       auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});
@@ -341,8 +370,8 @@ struct Promoter {
       ValueRange offsets = load.getOffsets();
       int64_t leading = leadingDimsOf(offsets);
       TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
-                        offsets[leading + 1 - contract],
-                        offsets[leading + contract], bar, buffer);
+                        offsets[leading + 1 - inner], offsets[leading + inner],
+                        bar, buffer);
       b.setInsertionPoint(matmul);
       Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
       MbarrierWaitOp::create(b, loc, bar, phase);

@@ -12,23 +12,16 @@ Memory (every count in elements):
   ``b * stride_*b + h * stride_*h + i * stride_*n + d`` (unit last stride;
   torch SDPA's (B, H, N, D) contiguous layout, a (B, N, H, D) tensor seen
   through ``transpose(1, 2)``, and any other strides with a unit last one);
-* ``k``: (B, Hkv, Nkv, D), strided the same way; H is a multiple of Hkv
-  (GQA/MQA: query head h reads kv head ``h // GROUP``);
-* ``v``: like ``k``, or with ``TRANSPOSED_V`` Vᵀ: (B, Hkv, D, ·) with
-  ``stride_vn`` the stride of its D rows (key j of row d at ``d * stride_vn
-  + j``; the rows may be padded past Nkv);
+* ``k``, ``v``: (B, Hkv, Nkv, D), strided the same way; H is a multiple of
+  Hkv (GQA/MQA: query head h reads kv head ``h // GROUP``);
 * ``lse``: (B, H, N) f32, contiguous, natural log: ``lse[i] = ln sum_j
   exp(sm_scale * q_i . k_j)`` over the keys row i sees (written only with
   ``STORE_LSE``).
 
-Why Vᵀ: sagegpu-promote-operands gives the tensor cores K-major shared tiles
-only, and V (Nkv x D) is contracted over its rows. Loaded as it is, the
-compiler reads V into registers and stores it transposed to shared memory
-on every trip (2-byte ``st.shared`` and a barrier, outside the TMA
-pipeline); a Vᵀ copy is contracted over its unit-stride dimension, so its
-tiles are TMA copies pipelined like K's. ``sage.kernels.flash.ops`` makes
-that copy when the tile plan says so (16-bit wgmma can read an MN-major B
-from shared memory: once the compiler does, V needs no copy).
+V is contracted over its rows (keys), its unit stride along D: the
+compiler copies its tiles as they are (TMA, pipelined like K's) and the
+tensor cores read them N-major (wgmma's transposed B; docs/lowering.md).
+No Vᵀ copy is made.
 
 Causal masking is aligned top-left, as ``scaled_dot_product_attention(...,
 is_causal=True)``: query row i sees keys ``j <= i`` (with N > Nkv the rows
@@ -46,7 +39,7 @@ query block first, then head, then batch, so the programs that run
 together share the K and V of one or two heads in L2; causal tiles run
 their longest query blocks first within each head. BLOCK_M is 64 rows per
 warpgroup (wgmma): 128 on 8 warps. With ``WARP_SPECIALIZE`` a producer
-warpgroup beside them issues the K and Vᵀ copies of both loops (which
+warpgroup beside them issues the K and V copies of both loops (which
 share its rings), so the consumer warpgroups meet at mbarriers only, not
 at a barrier every trip; persistent, it goes on to the next tile's copies
 while the consumers finish this one.
@@ -71,7 +64,7 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
                   stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_on,
                   D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                   CAUSAL: sl.constexpr = False, GROUP: sl.constexpr = 1,
-                  STAGES: sl.constexpr = 2, TRANSPOSED_V: sl.constexpr = False,
+                  STAGES: sl.constexpr = 2,
                   STORE_LSE: sl.constexpr = False,
                   WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
                   POSITIVE_SCALE: sl.constexpr = False, PERSISTENT: sl.constexpr = False):
@@ -147,13 +140,9 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
             """O += P V over the key block at ``col``; P is the A operand from
             the registers the softmax left it in (16-bit P has the accumulator's
             layout: a renaming)."""
-            if TRANSPOSED_V:
-                vt = sl.load(v, (D, BLOCK_N), (batch, kv_head, 0, col),
-                             (stride_vb, stride_vh, stride_vn, 1), (BATCH, KV_HEADS, D, N_KV))
-            else:
-                vt = rows(v, kv_head, KV_HEADS, col, N_KV, (stride_vb, stride_vh, stride_vn),
-                          BLOCK_N)
-            return sl.matmul(p, vt, contract=(1, 1) if TRANSPOSED_V else (1, 0), acc=acc)
+            vb = rows(v, kv_head, KV_HEADS, col, N_KV, (stride_vb, stride_vh, stride_vn),
+                      BLOCK_N)
+            return sl.matmul(p, vb, contract=(1, 0), acc=acc)
 
         def trip(col, p, m, l, acc, MASKED: bool):
             """One trip of the skewed loop: QKᵀ of the block at ``col``, then
@@ -181,8 +170,7 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
         # flight under its exponentials), and O is rescaled once P(j)·V(j) is
         # done. Block 0 opens (masked: the mask is exact for any block, and
         # N_KV >= 1 makes it exist) and the last P·V closes. (Rescaling O before
-        # P(j)·V(j) instead, as FlashAttention-3 does, measured the same and
-        # spills at D = 128 with V read as it is.)
+        # P(j)·V(j) instead, as FlashAttention-3 does, measured the same.)
         m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
         l = sl.zeros((BLOCK_M, 1), sl.float32)
         p, m, l, _ = probabilities(scores(0), 0, m, l, True)

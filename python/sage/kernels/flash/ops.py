@@ -28,8 +28,6 @@ LOG2E = 1.4426950408889634
 DTYPES = (torch.float16, torch.bfloat16)
 #: Grid axes 1 and 2 (heads, batch) hold at most this many programs.
 MAX_GRID_YZ = 65535
-#: Vᵀ rows are padded to this many keys: each row starts 16-byte aligned (TMA).
-KEY_PAD = 16
 #: Programs of a persistent plan in the CPU interpreter: few, so that each
 #: walks several tiles.
 INTERPRETED_PROGRAMS = 3
@@ -42,33 +40,24 @@ def _is_int(value: object) -> bool:
 @dataclass(frozen=True)
 class FlashTiles:
     """One launch plan: query and key block sizes, pipeline stages, warps,
-    whether V is handed to the kernel transposed, and a register cap.
+    a register cap and the schedule.
 
     ``block_m`` rows are split over the warpgroups (64 rows each on wgmma:
-    128 rows on 8 warps). With ``transpose_v`` the entry point copies V to a
-    (B, Hkv, D, Nkv padded to 16) Vᵀ first, so that the kernel's PV operand
-    is K-major and its tiles are TMA copies pipelined like K's (the compiler
-    gives the tensor cores K-major operands only; see
-    :mod:`sage.kernels.flash.kernels`); the copy is part of every call.
-    ``maxnreg`` caps the registers per thread (None: as many as needed).
-    With ``warp_specialize`` a producer warpgroup beside the ``num_warps``
-    consumer warps issues the K and Vᵀ copies (``sl.range(...,
-    warp_specialize=True)``; needs ``stages >= 2`` and no ``maxnreg``, since
-    setmaxnreg splits the registers between the roles); with ``ping_pong``
-    (and 8 warps, V transposed) the two consumer warpgroups take turns
-    issuing their matmuls, so one's softmax runs under the other's. V read
-    as it is is stored to shared memory between the two matmuls behind a
-    barrier of both warpgroups, which would deadlock the turns (the
-    compiler rejects it; this check says so first). ``persistent`` launches
-    one program per SM, each walking the tiles (a block of ``block_m`` query
-    rows of one head) in the kernel's order.
+    128 rows on 8 warps). ``maxnreg`` caps the registers per thread (None:
+    as many as needed). With ``warp_specialize`` a producer warpgroup beside
+    the ``num_warps`` consumer warps issues the K and V copies
+    (``sl.range(..., warp_specialize=True)``; needs ``stages >= 2`` and no
+    ``maxnreg``, since setmaxnreg splits the registers between the roles);
+    with ``ping_pong`` (and 8 warps) the two consumer warpgroups take turns
+    issuing their matmuls, so one's softmax runs under the other's.
+    ``persistent`` launches one program per SM, each walking the tiles (a
+    block of ``block_m`` query rows of one head) in the kernel's order.
     """
 
     block_m: int
     block_n: int
     stages: int
     num_warps: int
-    transpose_v: bool = True
     maxnreg: int | None = None
     warp_specialize: bool = False
     ping_pong: bool = False
@@ -83,8 +72,6 @@ class FlashTiles:
             raise ValueError(f"stages must be an int >= 1, got {self.stages!r}")
         if self.num_warps not in (4, 8):
             raise ValueError(f"num_warps must be 4 or 8, got {self.num_warps!r}")
-        if not isinstance(self.transpose_v, bool):
-            raise ValueError(f"transpose_v must be a bool, got {self.transpose_v!r}")
         if self.maxnreg is not None and not (_is_int(self.maxnreg) and 24 <= self.maxnreg <= 255):
             raise ValueError(f"maxnreg must be None or an int in [24, 255], got {self.maxnreg!r}")
         if not isinstance(self.warp_specialize, bool):
@@ -93,22 +80,20 @@ class FlashTiles:
             raise ValueError(f"ping_pong must be a bool, got {self.ping_pong!r}")
         if not isinstance(self.persistent, bool):
             raise ValueError(f"persistent must be a bool, got {self.persistent!r}")
-        if self.ping_pong and not (self.warp_specialize and self.num_warps == 8
-                                   and self.transpose_v):
-            raise ValueError("ping_pong needs warp_specialize, num_warps=8 (two consumer "
-                             "warpgroups take turns) and transpose_v (V stored between the "
-                             "matmuls would deadlock the turns), got "
+        if self.ping_pong and not (self.warp_specialize and self.num_warps == 8):
+            raise ValueError("ping_pong needs warp_specialize and num_warps=8 (two consumer "
+                             "warpgroups take turns), got "
                              f"warp_specialize={self.warp_specialize}, "
-                             f"num_warps={self.num_warps}, transpose_v={self.transpose_v}")
+                             f"num_warps={self.num_warps}")
         if self.warp_specialize and (self.stages < 2 or self.maxnreg is not None):
             raise ValueError("warp_specialize needs stages >= 2 and no maxnreg (the producer "
                              f"fills stages ahead; setmaxnreg splits the registers), got "
                              f"stages={self.stages}, maxnreg={self.maxnreg}")
 
     def constexprs(self) -> dict[str, int | bool]:
-        """The kernel's block, stage and V-layout constexprs."""
+        """The kernel's block, stage and schedule constexprs."""
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "STAGES": self.stages,
-                "TRANSPOSED_V": self.transpose_v, "WARP_SPECIALIZE": self.warp_specialize,
+                "WARP_SPECIALIZE": self.warp_specialize,
                 "PING_PONG": self.ping_pong, "PERSISTENT": self.persistent}
 
     def options(self) -> dict[str, int | None]:
@@ -132,20 +117,19 @@ class FlashTiles:
 
 
 #: 128 x 128 tiles on two consumer warpgroups (64 query rows each) and a
-#: producer warpgroup that issues the K and Vᵀ copies two stages ahead (for
-#: both loops, sharing their rings), V transposed. ptxas -v at sm_90a: 168
-#: registers at launch (setmaxnreg then gives the consumers 232), no spills.
-#: Without the producer: 194-248 registers (D=64) and 235-255 (D=128), no
-#: spills (the loop keeps QKᵀ(j+1), P(j)·V(j)'s O and P(j) live at once);
-#: with V as it is (``transpose_v=False``) 242-255, up to 96 bytes spilled
-#: at D=128 causal. On the H100 at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*)
-#: the producer took the D=128 forward from 0.65-0.74x to 0.81-0.83x cuDNN.
+#: producer warpgroup that issues the K and V copies two stages ahead (for
+#: both loops, sharing their rings). ptxas -v at sm_90a: 168 registers at
+#: launch (setmaxnreg then gives the consumers 232), no spills. On the H100
+#: at B4 H32 N8K (bench/results/2026-11-26-h100-flash-*) the producer took
+#: the D=128 forward from 0.65-0.74x to 0.81-0.83x cuDNN, and copying V's
+#: tiles as they are (N-major wgmma B) instead of first making a Vᵀ copy
+#: from 0.86x to 0.93x (causal 0.80x to 0.98x).
 #: Ping-pong (``ping_pong=True``) is not the default: in three runs (each
 #: beside the plan without turns) it moved D=128 by -3 to +1 % and D=64
-#: causal by -7 to +4 %; only D=64 non-causal gained in every run (+4 to
-#: +20 %). Persistent (``persistent=True``) is not the default either: in
-#: three runs (H200 twice, H100, 2026-11-26-h*-flash-*) it moved D=128 by -1
-#: to +0.4 %, D=128 causal by -7 to +0.3 % (a static split of unequal
+#: causal by -7 to +4 %, and with V copied as it is -0.4 to -5 %.
+#: Persistent (``persistent=True``) is not the default either: in four
+#: runs (H200 twice, H100 twice, 2026-11-26-h*-flash-*) it moved D=128 by
+#: -1 to +1.5 %, D=128 causal by -7 to +0.3 % (a static split of unequal
 #: tiles over 132 programs balances worse than the hardware's scheduling
 #: of one program per tile), D=64 by +1 to +5 %, D=64 causal by -2 to +3 %.
 TILES = {64: FlashTiles(128, 128, 2, 8, warp_specialize=True),
@@ -216,16 +200,6 @@ def _unit_last_stride(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _transposed(v: torch.Tensor) -> torch.Tensor:
-    """Vᵀ as (B, Hkv, D, Nkv padded to :data:`KEY_PAD`): one copy; the padded
-    keys are never read (the kernel's bounds stop at Nkv)."""
-    batch, heads, n_kv, d = v.shape
-    vt = torch.empty((batch, heads, d, -(-n_kv // KEY_PAD) * KEY_PAD), dtype=v.dtype,
-                     device=v.device)
-    vt[..., :n_kv].copy_(v.transpose(2, 3))
-    return vt
-
-
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, tiles: FlashTiles | None = None,
                     return_lse: bool = False
@@ -267,8 +241,6 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     if n == 0 or batch == 0 or heads == 0:  # nothing to compute (and no empty grid)
         return (o, lse) if return_lse else o
     q, k, v = (_unit_last_stride(x) for x in (q, k, v))
-    if plan.transpose_v:
-        v = _transposed(v)  # its third stride is then that of Vᵀ's D rows
     args = (q, k, v, o, lse, scale * LOG2E, n, n_kv, batch, heads,
             *(x.stride(i) for x in (q, k, v, o) for i in range(3)))
     # A positive scale (the usual case) lets the kernel take each row max on

@@ -323,7 +323,9 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
     from there) or a register tile in the `#sagegpu.dot_op` A encoding of
     the result's `#sagegpu.mma` (wgmma's register-A form, or mma.sync's
     fragments); `rhs` is a shared tile. Shared operands are K-major: their
-    encoding's contiguous dimension is the contracted one. A register A
+    encoding's contiguous dimension is the contracted one; on wgmma a
+    swizzled 16-bit `rhs` may instead be MN-major (contiguous along N, as
+    V is in attention's P·V: the instruction's transposed-B form). A register A
     with `sigma16` feeds physical k slot `s` from its logical column
     `sigma16Token(s)`, and `rhs` is read as it is: then
     `result = acc + sum_k lhs[m, k] * rhs[n, sigma16Slot(k)]`, the contract
@@ -358,6 +360,9 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
   let extraClassDeclaration = [{
     /// The instruction family the accumulator encoding names.
     ::mlir::sage::MmaKind getMmaKind();
+    /// Whether `rhs` is read MN-major (wgmma's transposed B: a swizzled
+    /// 16-bit tile whose contiguous dimension is not the contracted one).
+    bool isMNMajorRhs();
   }];
 }
 
