@@ -199,7 +199,9 @@ def test_kernel_on_numpy_arrays():
 
 
 def test_tile_plans():
-    assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8, warp_specialize=True)
+    assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8, warp_specialize=True,
+                                                        persistent=True)
+    assert not default_tiles(128).persistent
     assert default_tiles(128).maxnreg is None
     plan = FlashTiles(128, 64, 3, 8, maxnreg=200)
     assert plan.constexprs() == {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3,
