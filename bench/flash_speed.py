@@ -31,7 +31,8 @@ cuDNN and flash; issue #11's bar is sage >= 0.95x cuDNN at B4 H32 N8K D128,
 causal and not (the default plan only). ``--sage-tiles`` (repeatable) times
 sage at other plans as well (``BMxBN:STAGES:WARPS`` with ``:rN`` (at most N
 registers), ``:ws`` (a producer warpgroup), ``:pp`` (ping-pong), ``:ps``
-(persistent) and ``:dm`` (tensor maps built by every program,
+(persistent), ``:ts`` (O stored by the copy engine) and ``:dm`` (tensor
+maps built by every program,
 SAGE_TENSOR_MAPS=device, instead of encoded at launch)); without it, the
 default blocks with ping-pong and persistent are timed besides,
 ``--sage-tiles none`` times none.
@@ -69,7 +70,7 @@ CHECK_TOL = 1e-2
 #: Plans timed besides the default when --sage-tiles is not given: the default
 #: blocks with ping-pong and persistent.
 EXTRA_TILES = ("128x128:2:8:ws:pp", "128x128:2:8:ws:ps")
-TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::r(\d+))?(:ws)?(:pp)?(:ps)?")
+TILES_RE = re.compile(r"(\d+)x(\d+):(\d+):(\d+)(?::r(\d+))?(:ws)?(:pp)?(:ps)?(:ts)?")
 #: Heads of the float64 reference computed at once (their logits: 4 x N² doubles).
 REF_HEADS = 4
 
@@ -102,14 +103,15 @@ def flash_cases(quick: bool = False) -> list[FlashCase]:
 def parse_tiles(spec: str) -> dict[str, Any]:
     """``"128x64:2:8:r200"`` -> the fields of ``FlashTiles`` (block_m, block_n, stages,
     num_warps, maxnreg (``:rN``), warp_specialize (``:ws``), ping_pong (``:pp``),
-    persistent (``:ps``))."""
+    persistent (``:ps``), tma_store (``:ts``))."""
     match = TILES_RE.fullmatch(spec.strip())
     if match is None:
-        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps]")
-    bm, bn, stages, warps, maxnreg, ws, pp, ps = match.groups()
+        raise ValueError(f"tile plan {spec!r} is not BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps][:ts]")
+    bm, bn, stages, warps, maxnreg, ws, pp, ps, ts = match.groups()
     return {"block_m": int(bm), "block_n": int(bn), "stages": int(stages),
             "num_warps": int(warps), "maxnreg": None if maxnreg is None else int(maxnreg),
-            "warp_specialize": bool(ws), "ping_pong": bool(pp), "persistent": bool(ps)}
+            "warp_specialize": bool(ws), "ping_pong": bool(pp), "persistent": bool(ps),
+            "tma_store": bool(ts)}
 
 
 def tiles_spec(tiles: dict[str, Any]) -> str:
@@ -118,7 +120,8 @@ def tiles_spec(tiles: dict[str, Any]) -> str:
     text += f":r{tiles['maxnreg']}" if tiles.get("maxnreg") is not None else ""
     text += ":ws" if tiles.get("warp_specialize") else ""
     text += ":pp" if tiles.get("ping_pong") else ""
-    return text + (":ps" if tiles.get("persistent") else "")
+    text += ":ps" if tiles.get("persistent") else ""
+    return text + (":ts" if tiles.get("tma_store") else "")
 
 
 def sage_tiles_arg(text: str) -> str:
@@ -139,7 +142,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         quick_help="N = 4K, D = 128 only", cases_example="d128-n8192,*-causal",
         subsets={"--providers": PROVIDERS})
     parser.add_argument("--sage-tiles", type=sage_tiles_arg, action="append", default=None,
-                        metavar="BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps][:dm]",
+                        metavar="BMxBN:STAGES:WARPS[:rN][:ws][:pp][:ps][:ts][:dm]",
                         help="also time sage at this plan (repeatable; default "
                              f"{','.join(EXTRA_TILES)}; 'none': no other plan)")
     options = timing.parse_rounds_args(
@@ -290,7 +293,8 @@ def render(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[str, Any]],
                f"(default plan only): sage >= {BAR_AT_LEAST}x cuDNN at B4 H32 N8K D128, "
                "causal and not. Tiles: `:ws` a producer warpgroup issues the copies, `:pp` "
                "the consumer warpgroups take turns (ping-pong), `:ps` one program per SM walks the "
-               "tiles (persistent), `:dm` tensor maps built by every program. Check: rel-L2 of O <= "
+               "tiles (persistent), `:ts` O stored by the copy engine, `:dm` tensor maps built by "
+               "every program. Check: rel-L2 of O <= "
                f"{CHECK_TOL:g} vs float64 attention.")
 
 

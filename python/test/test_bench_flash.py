@@ -49,7 +49,7 @@ def test_tile_plans():
     plan = flash.parse_tiles(" 128x64:3:8:r200")
     assert plan == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
                     "maxnreg": 200, "warp_specialize": False, "ping_pong": False,
-                    "persistent": False}
+                    "persistent": False, "tma_store": False}
     assert flash.tiles_spec(plan) == "128x64:3:8:r200"
     assert flash.parse_tiles("128x128:2:8:ws")["warp_specialize"]
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws")) == "128x128:2:8:ws"
@@ -58,6 +58,8 @@ def test_tile_plans():
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:pp:ps")) == \
         "128x128:2:8:ws:pp:ps"
     assert flash.tiles_spec(flash.parse_tiles("128x128:2:8")) == "128x128:2:8"
+    assert flash.parse_tiles("128x128:2:8:ws:ts")["tma_store"]
+    assert flash.tiles_spec(flash.parse_tiles("128x128:2:8:ws:ps:ts")) == "128x128:2:8:ws:ps:ts"
     for bad in ("128x128:2", "128x128x64:2:8", "128x128:2:8:t", "128x128:2:8:r", "axb:1:2",
                 "128x128:2:8:vt"):
         with pytest.raises(ValueError, match="is not BMxBN:STAGES:WARPS"):

@@ -97,6 +97,7 @@ PLANS = {DEFAULT: None, "128x64": FlashTiles(128, 64, 2, 8),
          "persistent-64x64": FlashTiles(64, 64, 3, 4, persistent=True),
          "128x64-3": FlashTiles(128, 64, 3, 8),
          "128x128": FlashTiles(128, 128, 2, 8),
+         "tma-store": FlashTiles(128, 128, 2, 8, warp_specialize=True, tma_store=True),
          "64x64": FlashTiles(64, 64, 2, 4)}
 
 # (batch, heads, kv_heads, n, n_kv, d, causal, plan)
@@ -118,6 +119,7 @@ CASES = {
     "ping_pong_causal": (2, 2, 1, 300, 300, 64, True, "ping-pong"),
     "persistent_gqa_causal": (2, 4, 2, 300, 260, 128, True, "persistent"),
     "persistent_tails": (2, 3, 1, 130, 200, 64, False, "persistent-64x64"),
+    "tma_store_tails": (1, 2, 1, 200, 150, 128, True, "tma-store"),
 }
 
 
@@ -201,17 +203,17 @@ def test_kernel_on_numpy_arrays():
 def test_tile_plans():
     assert default_tiles(64) == TILES[64] == FlashTiles(128, 128, 2, 8, warp_specialize=True,
                                                         persistent=True)
-    assert not default_tiles(128).persistent
+    assert not default_tiles(128).persistent and default_tiles(128).tma_store
     assert default_tiles(128).maxnreg is None
     plan = FlashTiles(128, 64, 3, 8, maxnreg=200)
     assert plan.constexprs() == {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3,
                                  "WARP_SPECIALIZE": False, "PING_PONG": False,
-                                 "PERSISTENT": False}
+                                 "PERSISTENT": False, "TMA_STORE": False}
     assert plan.options() == {"num_warps": 8, "maxnreg": 200}
     assert plan.grid(300, 4, 2) == (3, 4, 2)
     assert plan.as_dict() == {"block_m": 128, "block_n": 64, "stages": 3, "num_warps": 8,
                               "maxnreg": 200, "warp_specialize": False, "ping_pong": False,
-                              "persistent": False}
+                              "persistent": False, "tma_store": False}
     # Persistent: one program per SM (at most one per tile), on axis 0.
     persistent = FlashTiles(128, 64, 3, 8, persistent=True)
     assert persistent.constexprs()["PERSISTENT"]
@@ -240,6 +242,7 @@ def test_tile_plans():
     (dict(ping_pong=True, warp_specialize=False), r"ping_pong needs .* "
                                                   r"got warp_specialize=False"),
     (dict(persistent=1), r"persistent must be a bool, got 1"),
+    (dict(tma_store=1), r"tma_store must be a bool, got 1"),
 ])
 def test_tile_plan_errors(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -112,7 +112,7 @@ def test_trace_records_where_maps_are_built():
 
 
 def test_flash_kernel_maps_move_to_the_host(monkeypatch):
-    """The FlashAttention forward's K and V maps are functions of its
+    """The FlashAttention forward's K, V and O maps are functions of its
     arguments: compiled for sm_90a they are host maps (no scratch), or,
     with SAGE_TENSOR_MAPS=device, built by every program."""
     from sage.kernels.flash.ops import FLASH, TILES
@@ -129,7 +129,9 @@ def test_flash_kernel_maps_move_to_the_host(monkeypatch):
                   POSITIVE_SCALE=True, **plan.options())
     host = FLASH.compile(*args, **kwargs).info
     assert host.global_scratch == 0
-    assert [(m.param, m.address) for m in host.tensor_maps] == [(22, "a1"), (23, "a2")]
+    # K, V and (stored by the copy engine at D = 128) O.
+    assert [(m.param, m.address) for m in host.tensor_maps] == [(22, "a1"), (23, "a2"),
+                                                                (24, "a3")]
     # K: 256 bytes of D by Nkv rows by Hkv = H / GROUP heads by B batches.
     assert host.tensor_maps[0].dims == ("256", "a7", "div32(a9,2)", "a8")
     monkeypatch.setenv("SAGE_TENSOR_MAPS", "device")

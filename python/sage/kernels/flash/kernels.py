@@ -64,10 +64,10 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
                   stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_on,
                   D: sl.constexpr, BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr,
                   CAUSAL: sl.constexpr = False, GROUP: sl.constexpr = 1,
-                  STAGES: sl.constexpr = 2,
-                  STORE_LSE: sl.constexpr = False,
+                  STAGES: sl.constexpr = 2, STORE_LSE: sl.constexpr = False,
                   WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
-                  POSITIVE_SCALE: sl.constexpr = False, PERSISTENT: sl.constexpr = False):
+                  POSITIVE_SCALE: sl.constexpr = False, PERSISTENT: sl.constexpr = False,
+                  TMA_STORE: sl.constexpr = False):
     """O (and LSE) of one block of BLOCK_M query rows of one (batch, head).
 
     ``qk_scale`` (f32) is the softmax scale times log2(e): the logits are
@@ -186,8 +186,12 @@ def flash_forward(q, k, v, o, lse, qk_scale, N, N_KV, BATCH, HEADS,
         # Every row sees key 0 (Nkv >= 1), so l > 0: one reciprocal per row and a
         # multiply per element instead of a division per element.
         out = acc * (1.0 / l)
+        # With TMA_STORE the copy engine writes O from shared memory (not
+        # for the second tile of a causal pair, whose bounds depend on the
+        # tile: its map would be built on the device every trip).
         sl.store(o, out.to(o.dtype.element), (batch, head, row, 0),
-                 (stride_ob, stride_oh, stride_on, 1), (BATCH, HEADS, rows_out, D))
+                 (stride_ob, stride_oh, stride_on, 1), (BATCH, HEADS, rows_out, D),
+                 tma=TMA_STORE and active is None)
         if STORE_LSE:
             # LSE is (BATCH, HEADS, N) contiguous: strides in i64.
             sl.store(lse, (m + sl.log2(l)) * LN2, (batch, head, row, 0),
