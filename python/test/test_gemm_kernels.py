@@ -76,6 +76,19 @@ def test_persistent_grid():
         tiles.grid(4096, 4096)
 
 
+def test_long_persistent_programs_build_their_maps_on_the_device():
+    """Persistent plans whose programs walk 8 or more tiles each take device
+    maps (8192³: 15.5 tiles a program on 132 SMs); shorter ones, and plans of
+    one program per tile, follow SAGE_TENSOR_MAPS (None)."""
+    pytest.importorskip("torch")
+    from sage.kernels.gemm.ops import HALF_TILES, INT8_TILES, GemmTiles, tensor_maps_for
+    assert tensor_maps_for(INT8_TILES, 8192, 8192, 132) == "device"
+    assert tensor_maps_for(HALF_TILES, 8192, 8192, 132) == "device"
+    assert tensor_maps_for(INT8_TILES, 4096, 4096, 132) is None
+    assert tensor_maps_for(INT8_TILES, 16384, 1024, 132) is None  # 512 tiles: 3.9 each
+    assert tensor_maps_for(GemmTiles(128, 256, 128, 4, 8), 8192, 8192, 2048) is None
+
+
 def test_int8_gemm_dequantizes_once_after_the_loop():
     m, n, k = 45, 70, 96
     a, b = _int8((m, k)), _int8((n, k))

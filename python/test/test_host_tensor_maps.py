@@ -111,6 +111,25 @@ def test_trace_records_where_maps_are_built():
         sl.trace(copy_tile, specs, {"BLOCK": 64}, tensor_maps="gpu")
 
 
+def test_launch_option_picks_the_maps(monkeypatch):
+    """``tensor_maps`` as a launch option: "device" keeps every map on the
+    device whatever SAGE_TENSOR_MAPS says; None follows it; anything else
+    is an error."""
+    import sage
+
+    kernel = sage.jit(copy_tile)
+    x, y = np.zeros((128, 64), np.float16), np.zeros((128, 64), np.float32)
+    monkeypatch.setenv("SAGE_TENSOR_MAPS", "host")
+    assert kernel.compile(x, y, 128, BLOCK=64, arch="sm_90a").info.tensor_maps
+    device = kernel.compile(x, y, 128, BLOCK=64, arch="sm_90a", tensor_maps="device")
+    assert device.info.tensor_maps == () and device.info.global_scratch > 0
+    assert device.options.tensor_maps == "device"
+    monkeypatch.setenv("SAGE_TENSOR_MAPS", "device")
+    assert kernel.compile(x, y, 128, BLOCK=64, arch="sm_90a").info.tensor_maps == ()
+    with pytest.raises(ValueError, match="tensor_maps must be 'host' or 'device', got 'gpu'"):
+        kernel.compile(x, y, 128, BLOCK=64, arch="sm_90a", tensor_maps="gpu")
+
+
 def test_flash_kernel_maps_move_to_the_host(monkeypatch):
     """The FlashAttention forward's K, V and O maps are functions of its
     arguments: compiled for sm_90a they are host maps (no scratch), or,

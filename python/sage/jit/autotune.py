@@ -44,8 +44,9 @@ _FOREIGN_OPTIONS = {
                 "benchmark runs change",
     "ir_override": "use SAGE_OVERRIDE_DIR",
 }
-#: The launch options a config sets besides its constexprs.
-_LAUNCH_OPTIONS = NAMES
+#: The launch options a config sets besides its constexprs (where tensor maps
+#: are built is the caller's choice, not tuned).
+_LAUNCH_OPTIONS = ("num_warps", "maxnreg", "num_stages")
 #: Bytes written between timed runs to evict the L2 cache (50 MB on an H100),
 #: so each run reads its inputs from memory as a cold launch in a model does.
 _FLUSH_BYTES = 256 << 20
@@ -104,7 +105,7 @@ class Config:
         for name in values:
             if not isinstance(name, str) or not name.isidentifier():
                 raise TypeError(f"Config kwargs are named by parameter names, got {name!r}")
-            if name in _LAUNCH_OPTIONS:
+            if name in NAMES:
                 raise ValueError(f"{name} is a launch option: Config(..., {name}=...), not "
                                  "one of the kwargs")
         # Checked as a launch checks them (an unset num_stages as the default's).

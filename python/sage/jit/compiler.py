@@ -95,8 +95,9 @@ class CompiledKernel:
 
     ``stages`` holds every product by SAGE_DUMP stage name (``ir``, ``ptx``,
     ``cubin``, ...); ``origin`` says where it came from: "compiled",
-    "cache", or "override:<path>". ``num_warps``, ``maxnreg`` and
-    ``num_stages`` are its launch options, together :attr:`options`.
+    "cache", or "override:<path>". ``num_warps``, ``maxnreg``,
+    ``num_stages`` and ``tensor_maps`` are its launch options, together
+    :attr:`options`.
     """
 
     name: str
@@ -110,6 +111,7 @@ class CompiledKernel:
     stages: dict[str, bytes]
     origin: str
     num_stages: int = DEFAULT_NUM_STAGES
+    tensor_maps: str | None = None
     info: KernelInfo = field(init=False)
     #: The launch options it was compiled for (made once: launches compare them).
     options: LaunchOptions = field(init=False, repr=False)
@@ -117,7 +119,8 @@ class CompiledKernel:
 
     def __post_init__(self) -> None:
         self.info = parse_kernel_header(self.ptx)[self.name]
-        self.options = LaunchOptions(self.num_warps, self.maxnreg, self.num_stages)
+        self.options = LaunchOptions(self.num_warps, self.maxnreg, self.num_stages,
+                                     self.tensor_maps)
 
     @property
     def ir(self) -> str:
@@ -227,28 +230,25 @@ def compile_ir(ir: str, name: str, arch: str, num_warps: int,
 
 def trace_specialization(fn: Callable, name: str, arg_keys: tuple[ArgKey, ...],
                          constexprs: dict[str, Any], arch: str,
-                         options: LaunchOptions | None = None,
-                         tensor_maps: str | None = None) -> str:
+                         options: LaunchOptions | None = None) -> str:
     """The sage IR of one specialisation of ``fn`` (no compilation);
-    ``options`` default to a launch's defaults, ``tensor_maps`` to
-    SAGE_TENSOR_MAPS."""
+    ``options`` default to a launch's defaults (``tensor_maps`` None:
+    SAGE_TENSOR_MAPS)."""
     import sage.language as sl
 
-    options = options or default_options()
-    return sl.trace(fn, arg_specs(arg_keys), constexprs, name=name, arch=arch,
-                    tensor_maps=tensor_maps or knobs.tensor_maps.get(),
-                    **options.trace_kwargs())
+    kwargs = (options or default_options()).trace_kwargs()
+    kwargs["tensor_maps"] = kwargs["tensor_maps"] or knobs.tensor_maps.get()
+    return sl.trace(fn, arg_specs(arg_keys), constexprs, name=name, arch=arch, **kwargs)
 
 
 def compile_specialization(fn: Callable, name: str, params: tuple[Param, ...],
                            arg_keys: tuple[ArgKey, ...], constexprs: dict[str, Any],
-                           arch: str, options: LaunchOptions | None = None,
-                           tensor_maps: str | None = None) -> CompiledKernel:
+                           arch: str, options: LaunchOptions | None = None) -> CompiledKernel:
     """Traces ``fn`` for one specialisation and compiles it (the launch
-    options, the warps, the register cap and the loops' stages, are recorded
-    in the traced IR, as is where the tensor maps are built)."""
+    options, the warps, the register cap, the loops' stages and where the
+    tensor maps are built, are recorded in the traced IR)."""
     options = options or default_options()
-    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, options, tensor_maps)
+    ir = trace_specialization(fn, name, arg_keys, constexprs, arch, options)
 
     def make(**products: Any) -> CompiledKernel:
         return CompiledKernel(name=name, arch=arch, params=params, arg_keys=arg_keys,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 from sage.jit.compiler import CompiledKernel, compile_specialization, trace_specialization
@@ -148,18 +149,16 @@ class JITFunction:
 
     # -- compiling -------------------------------------------------------------
 
-    def _compiled(self, call: BoundCall, arch: str, tensor_maps: str | None = None
-                  ) -> CompiledKernel:
-        """The kernel of this call's specialisation, its tensor maps built
-        where ``tensor_maps`` says (default: SAGE_TENSOR_MAPS, which a
-        process may switch)."""
-        tensor_maps = tensor_maps or knobs.tensor_maps.get()
-        key = (call.keys, tuple(call.constexprs.items()), call.options, arch, tensor_maps)
+    def _compiled(self, call: BoundCall, arch: str) -> CompiledKernel:
+        """The kernel of this call's specialisation (a launch without a
+        ``tensor_maps`` option follows SAGE_TENSOR_MAPS, which a process may
+        switch)."""
+        key = (call.keys, tuple(call.constexprs.items()), call.options, arch,
+               call.options.tensor_maps or knobs.tensor_maps.get())
         kernel = None if knobs.always_compile.get() else self._kernels.get(key)
         if kernel is None:
             kernel = compile_specialization(self.fn, self.name, self.params, call.keys,
-                                            call.constexprs, arch, call.options,
-                                            tensor_maps=tensor_maps)
+                                            call.constexprs, arch, call.options)
             self._kernels[key] = kernel
         return kernel
 
@@ -173,7 +172,9 @@ class JITFunction:
             from sage.compiler.binding import load_binding
             if not isinstance(error, load_binding().EmptyTensorMapError):
                 raise
-            launch(self._compiled(call, arch, tensor_maps="device"), grid, call)
+            device = BoundCall(call.values, call.constexprs, call.keys, call.launch_args,
+                               call.device, replace(call.options, tensor_maps="device"))
+            launch(self._compiled(device, arch), grid, device)
 
     def compile(self, *args: Any, arch: str | None = None, **kwargs: Any
                 ) -> SpecializedKernel:

@@ -60,12 +60,9 @@ def parse_cubin(raw: str) -> str:
     return "1" if parse_bool(raw) else "0"
 
 
-#: Where SAGE_TENSOR_MAPS builds TMA tensor maps.
-TENSOR_MAP_PLACES = ("host", "device")
-
-
 def parse_tensor_maps(raw: str) -> str:
     """``host`` or ``device`` (any case)."""
+    from sage.language.tracer import TENSOR_MAP_PLACES  # numpy: imported on use
     value = raw.strip().lower()
     if value not in TENSOR_MAP_PLACES:
         raise ValueError(f"expected one of {', '.join(TENSOR_MAP_PLACES)}")

@@ -1,6 +1,6 @@
-"""The launch options of a ``@sage.jit`` kernel: ``num_warps``, ``maxnreg``
-and ``num_stages``, the keyword arguments of a launch (``kernel[grid](...,
-num_warps=8)``) that are not kernel parameters.
+"""The launch options of a ``@sage.jit`` kernel: ``num_warps``, ``maxnreg``,
+``num_stages`` and ``tensor_maps``, the keyword arguments of a launch
+(``kernel[grid](..., num_warps=8)``) that are not kernel parameters.
 
 They travel through the JIT as one :class:`LaunchOptions`: part of the
 specialisation key, recorded on the compiled kernel and handed to
@@ -32,6 +32,9 @@ class LaunchOptions:
         maxnreg: a cap on registers per thread (24-255), or None.
         num_stages: the stages of every ``sl.range`` loop that does not pass
             ``num_stages`` itself (an int >= 1; 1: not pipelined).
+        tensor_maps: where the TMA tensor maps are built, "host" (encoded
+            by the launcher where the arguments determine them) or "device"
+            (by every program); None: as SAGE_TENSOR_MAPS says.
 
     Raises:
         ValueError: naming the option that is out of range.
@@ -40,6 +43,7 @@ class LaunchOptions:
     num_warps: int = DEFAULT_NUM_WARPS
     maxnreg: int | None = DEFAULT_MAXNREG
     num_stages: int = DEFAULT_NUM_STAGES
+    tensor_maps: str | None = None
     # Hashed on every launch (the in-memory key): computed once.
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -58,8 +62,8 @@ class LaunchOptions:
         return {name: getattr(self, name) for name in NAMES}
 
     def describe(self) -> str:
-        """The options in words, for errors: ``num_warps=4, maxnreg=None and
-        num_stages=1``."""
+        """The options in words, for errors: ``num_warps=4, maxnreg=None,
+        num_stages=1 and tensor_maps=None``."""
         words = [f"{name}={value!r}" for name, value in self.trace_kwargs().items()]
         return f"{', '.join(words[:-1])} and {words[-1]}"
 

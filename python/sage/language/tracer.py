@@ -45,11 +45,23 @@ def check_num_stages(num_stages: int) -> None:
         raise ValueError(f"num_stages must be an integer >= 1, got {num_stages!r}")
 
 
-def check_launch_options(num_warps: int, maxnreg: int | None, num_stages: int) -> None:
+#: Where TMA tensor maps may be built (``sage.tensor_maps``).
+TENSOR_MAP_PLACES = ("host", "device")
+
+
+def check_tensor_maps(tensor_maps: str | None) -> None:
+    """Raises ValueError unless ``tensor_maps`` is "host", "device" or None."""
+    if tensor_maps is not None and tensor_maps not in TENSOR_MAP_PLACES:
+        raise ValueError(f"tensor_maps must be 'host' or 'device', got {tensor_maps!r}")
+
+
+def check_launch_options(num_warps: int, maxnreg: int | None, num_stages: int,
+                         tensor_maps: str | None = None) -> None:
     """Raises ValueError naming the first launch option out of range."""
     check_num_warps(num_warps)
     check_maxnreg(maxnreg)
     check_num_stages(num_stages)
+    check_tensor_maps(tensor_maps)
 
 
 def _symbol(name: str) -> str:
@@ -69,7 +81,7 @@ def _parameter(name: str, spec: ArgSpec) -> str:
 def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
           *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4,
           maxnreg: int | None = None, num_stages: int = 1,
-          tensor_maps: str = "host") -> str:
+          tensor_maps: str | None = None) -> str:
     """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
 
     ``arg_specs`` describe the non-constexpr parameters in order. The text is
@@ -80,8 +92,8 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     ``num_stages`` is the stages of every ``sl.range`` loop that does not
     pass its own (recorded on each loop's ``scf.for``; 1: not pipelined).
     ``tensor_maps`` says where the TMA tensor maps are built: ``"host"``
-    (encoded by the launcher where the kernel's arguments determine them)
-    or ``"device"`` (``sage.tensor_maps``).
+    (encoded by the launcher where the kernel's arguments determine them;
+    None means the same) or ``"device"`` (``sage.tensor_maps``).
 
     Raises:
         CompilationError: the kernel is invalid (message starts with file:line).
@@ -90,9 +102,7 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     """
     if arch not in TARGETS:
         raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
-    if tensor_maps not in ("host", "device"):
-        raise ValueError(f"tensor_maps must be 'host' or 'device', got {tensor_maps!r}")
-    check_launch_options(num_warps, maxnreg, num_stages)
+    check_launch_options(num_warps, maxnreg, num_stages, tensor_maps)
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(arg_specs), "argument specs")
     constants = constexpr_values(fn, signature, constexprs)

@@ -148,11 +148,14 @@ def test_argument_errors_name_the_argument():
                                             "specialisation: a 16-byte aligned pointer"):
         aligned[(4,)](x[1:], y, 1023, 1.0)
     with pytest.raises(ArgumentError, match=r"compiled for constexprs \{'BLOCK': 256\}, "
-                       r"num_warps=4, maxnreg=None and num_stages=1, called with "
-                       r"\{'BLOCK': 256\}, num_warps=4, maxnreg=64 and num_stages=1"):
+                       r"num_warps=4, maxnreg=None, num_stages=1 and tensor_maps=None, "
+                       r"called with \{'BLOCK': 256\}, num_warps=4, maxnreg=64, "
+                       r"num_stages=1 and tensor_maps=None"):
         aligned[(4,)](x, y, 1024, 1.0, maxnreg=64)
-    with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None and num_stages=3"):
+    with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None, num_stages=3 and"):
         aligned[(4,)](x, y, 1024, 1.0, num_stages=3)
+    with pytest.raises(ArgumentError, match=r"called with .* and tensor_maps='device'"):
+        aligned[(4,)](x, y, 1024, 1.0, tensor_maps="device")
     # Through the JIT itself a misaligned view is a new specialisation, not an error.
     kernel[(4,)](x[1:], y, 1023, 1.0)
     torch.cuda.synchronize()

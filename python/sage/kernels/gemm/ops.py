@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from typing import Any
+
 import torch
 
 from sage.jit import jit
@@ -93,22 +95,41 @@ def shared_bytes(tiles: GemmTiles, in_bytes: int, out_bytes: int) -> int:
     return tiles.stages * stage + c_tile + _SHARED_SLACK
 
 
+#: A persistent plan whose programs walk at least this many tiles each
+#: builds its tensor maps on the device (once per program, negligible then):
+#: with host-encoded maps such GEMMs ran 2-6 % slower on the H100 at 8192³
+#: (15.5 tiles a program) in five of six runs, and 4-6 % faster at 4096³
+#: (3.9) (bench/results/2026-11-26-h100-tensor-maps*).
+DEVICE_MAPS_TILES_PER_PROGRAM = 8
+
+
 def _launch(tiles: GemmTiles, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-            m: int, n: int, k: int) -> tuple[tuple[int], dict[str, int | bool]]:
-    """The grid and constexprs of ``tiles`` for these operands. A producer
-    warpgroup issues TMA copies, which need 16-byte aligned rows and bases
-    (K a multiple of 16, as the JIT specialises it): other operands run the
-    plan without warp specialisation (the loop pipelined by cp.async), with
-    the same result. A C tile that does not fit in shared memory beside the
-    stages (f32 or int32 C at large tiles) is stored without the copy
-    engine."""
+            m: int, n: int, k: int) -> tuple[tuple[int], dict[str, Any]]:
+    """The grid and the constexprs and launch options of ``tiles`` for these
+    operands. A producer warpgroup issues TMA copies, which need 16-byte
+    aligned rows and bases (K a multiple of 16, as the JIT specialises it):
+    other operands run the plan without warp specialisation (the loop
+    pipelined by cp.async), with the same result. A C tile that does not
+    fit in shared memory beside the stages (f32 or int32 C at large tiles)
+    is stored without the copy engine."""
     if tiles.warp_specialize and (k % 16 or a.data_ptr() % 16 or b.data_ptr() % 16):
         tiles = replace(tiles, warp_specialize=False)
     if tiles.tma_store and shared_bytes(tiles, a.element_size(), out.element_size()) > \
             shared_memory(a.device.index):
         tiles = replace(tiles, tma_store=False)
     grid = tiles.grid(m, n, sm_count(a.device.index) if tiles.persistent else 0)
-    return grid, tiles.constexprs()
+    return grid, {**tiles.constexprs(), "num_warps": tiles.num_warps,
+                  "tensor_maps": tensor_maps_for(tiles, m, n, grid[0])}
+
+
+def tensor_maps_for(tiles: GemmTiles, m: int, n: int, programs: int) -> str | None:
+    """Where the GEMM's tensor maps are built: "device" for a persistent plan
+    whose ``programs`` walk at least :data:`DEVICE_MAPS_TILES_PER_PROGRAM`
+    tiles each, else None (SAGE_TENSOR_MAPS: host by default)."""
+    tiles_total = -(-m // tiles.block_m) * -(-n // tiles.block_n)
+    if tiles.persistent and tiles_total >= DEVICE_MAPS_TILES_PER_PROGRAM * programs:
+        return "device"
+    return None
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
@@ -156,8 +177,7 @@ def int8_mm(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = Non
     if k == 0:  # an empty sum (and the copy engine's maps have no empty dimension)
         return out.zero_()
     grid, constexprs = _launch(tiles, a, b, out, m, n, k)
-    GEMM[grid](a, b, out, a_scale, b_scale, m, n, k, **constexprs, DEQUANT=dequant,
-               num_warps=tiles.num_warps)
+    GEMM[grid](a, b, out, a_scale, b_scale, m, n, k, **constexprs, DEQUANT=dequant)
     return out
 
 
@@ -173,5 +193,5 @@ def half_mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = No
         return out.zero_()
     # The scales are not read without DEQUANT.
     grid, constexprs = _launch(tiles, a, b, out, m, n, k)
-    GEMM[grid](a, b, out, out, out, m, n, k, **constexprs, num_warps=tiles.num_warps)
+    GEMM[grid](a, b, out, out, out, m, n, k, **constexprs)
     return out
