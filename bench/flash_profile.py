@@ -10,8 +10,7 @@ kernels side by side::
 
 Each side runs twice (``--calls``); the first of each compiles or warms up,
 so with ``--launch-skip 2`` (counting the attention kernels only) the
-profiled launches are the second ones. The sage call's Vᵀ copy is a torch
-kernel of its own, left out by the name filter.
+profiled launches are the second ones.
 """
 
 from __future__ import annotations
