@@ -12,7 +12,6 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
-#include <cstring>
 #include <dlfcn.h>
 #include <mutex>
 #include <stdexcept>
@@ -401,21 +400,24 @@ private:
       }
       if (fields == lastFields[m])
         continue;
-      std::string what = "cuTensorMapEncodeTiled(" + name + ", parameter " +
-                         std::to_string(map.param) + ": address " +
-                         std::to_string(fields.address) + ", extents";
-      for (std::uint64_t d : fields.dims)
-        what += " " + std::to_string(d);
-      what += ", byte strides";
-      for (std::uint64_t s : fields.strides)
-        what += " " + std::to_string(s);
-      what += ")";
+      // The call and its fields, for errors only (not built per launch).
+      auto what = [&] {
+        std::string text = "cuTensorMapEncodeTiled(" + name + ", parameter " +
+                           std::to_string(map.param) + ": address " +
+                           std::to_string(fields.address) + ", extents";
+        for (std::uint64_t d : fields.dims)
+          text += " " + std::to_string(d);
+        text += ", byte strides";
+        for (std::uint64_t s : fields.strides)
+          text += " " + std::to_string(s);
+        return text + ")";
+      };
       for (std::uint64_t d : fields.dims)
         if (d == 0) {
           PyErr_SetString(emptyMapErrorType,
-                          (what + ": the driver encodes no tensor map with an "
-                                  "empty dimension; build the maps on the "
-                                  "device (SAGE_TENSOR_MAPS=device)")
+                          (what() + ": the driver encodes no tensor map with "
+                                    "an empty dimension; build the maps on "
+                                    "the device (SAGE_TENSOR_MAPS=device)")
                               .c_str());
           throw py::error_already_set();
         }
@@ -425,15 +427,14 @@ private:
                        " needs cuTensorMapEncodeTiled "
                        "(CUDA 12.0 or newer driver)");
       std::vector<std::uint32_t> unit(fields.dims.size(), 1);
-      check(api.cuTensorMapEncodeTiled(
-                encoded[m].bytes, map.elementType,
-                std::uint32_t(fields.dims.size()),
-                reinterpret_cast<void *>(fields.address), fields.dims.data(),
-                fields.strides.data(), map.box.data(), unit.data(),
-                CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle,
-                CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-            what);
+      CUresult status = api.cuTensorMapEncodeTiled(
+          encoded[m].bytes, map.elementType, std::uint32_t(fields.dims.size()),
+          reinterpret_cast<void *>(fields.address), fields.dims.data(),
+          fields.strides.data(), map.box.data(), unit.data(),
+          CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle,
+          CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      if (status != CUDA_SUCCESS)
+        check(status, what());
       lastFields[m] = std::move(fields);
     }
   }

@@ -116,11 +116,11 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     with using_backend(builder), launch_num_stages(num_stages):
         run_kernel(fn, signature, arguments, constants)
     body = "".join(f"    {line}\n" for line in builder.body_lines())
-    cap = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"
+    extra = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"
     if tensor_maps == "device":
-        cap += ', sage.tensor_maps = "device"'
+        extra += ', sage.tensor_maps = "device"'
     return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32'
-            f"{cap}}} {{\n"
+            f"{extra}}} {{\n"
             f"  func.func {_symbol(name or fn.__name__)}({', '.join(params)}) "
             f"attributes {{sage.kernel}} {{\n"
             f"{body}"

@@ -198,18 +198,16 @@ void hostTensorMaps(func::FuncOp func) {
     op.getResult().replaceAllUsesWith(arg);
     op.erase();
   }
-  // The device maps keep the scratch, in slots 0 .. n-1 (by old slot).
+  // The device maps keep the scratch, in slots 0 .. n-1 (in their old
+  // order; promote-operands gives every map a slot of its own).
   llvm::sort(onDevice, [](MakeTensorMapOp a, MakeTensorMapOp b) {
     return a.getSlot() < b.getSlot();
   });
-  DenseMap<uint64_t, uint64_t> slots;
-  for (MakeTensorMapOp op : onDevice) {
-    auto [it, inserted] = slots.try_emplace(op.getSlot(), slots.size());
-    op.setSlot(it->second);
-  }
-  if (!slots.empty()) {
+  for (auto [slot, op] : llvm::enumerate(onDevice))
+    op.setSlot(slot);
+  if (!onDevice.empty()) {
     func->setAttr(SageDialect::kGlobalScratchAttrName,
-                  Builder(ctx).getI64IntegerAttr(int64_t(slots.size()) *
+                  Builder(ctx).getI64IntegerAttr(int64_t(onDevice.size()) *
                                                  MakeTensorMapOp::kBytes));
     return;
   }

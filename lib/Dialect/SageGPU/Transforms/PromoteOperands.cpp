@@ -285,7 +285,7 @@ struct Promoter {
                                 /*inner=*/1));
     Value map = buildTensorMap(store, store.getPtr(), store.getStrides(),
                                store.getBounds(), tile.getShape(),
-                               /*contract=*/1, swizzle,
+                               /*inner=*/1, swizzle,
                                /*typed=*/store.getAtomicAdd());
     OpBuilder b(store);
     Location loc = store.getLoc();
@@ -313,13 +313,13 @@ struct Promoter {
   Value toShared(Operation *matmul, Value operand, unsigned contract) {
     MLIRContext *ctx = matmul->getContext();
     auto tile = cast<RankedTensorType>(operand.getType());
-    auto tileType = [&](unsigned swizzle) {
+    auto tileType = [&](unsigned swizzle, unsigned inner) {
       auto encoding = SharedEncodingAttr::get(
-          ctx, swizzle, tile.getElementTypeBitWidth(), contract);
+          ctx, swizzle, tile.getElementTypeBitWidth(), inner);
       return SharedTileType::get(ctx, tile.getShape(), tile.getElementType(),
                                  encoding);
     };
-    SharedTileType type = tileType(/*swizzle=*/0);
+    SharedTileType type = tileType(/*swizzle=*/0, contract);
     auto load = operand.getDefiningOp<LoadOp>();
     std::optional<CopyUse> use;
     if (load && cpAsync)
@@ -331,10 +331,7 @@ struct Promoter {
                                         tile.getElementTypeBitWidth() / 8,
                                     tile.getDimSize(1 - inner))
             : 0;
-    auto swizzled = SharedTileType::get(
-        ctx, tile.getShape(), tile.getElementType(),
-        SharedEncodingAttr::get(ctx, swizzle, tile.getElementTypeBitWidth(),
-                                inner));
+    SharedTileType swizzled = tileType(swizzle, inner);
     bool viaTma =
         use && tma && kernel && swizzle != 0 && canCopyWithTma(*use, swizzled);
     // An MN-major B goes through TMA or not at all (threads store it

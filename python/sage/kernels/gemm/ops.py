@@ -10,7 +10,6 @@ tile plan of :data:`INT8_TILES` / :data:`HALF_TILES` unless given one.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-
 from typing import Any
 
 import torch
