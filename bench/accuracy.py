@@ -48,7 +48,7 @@ import common  # noqa: E402  (bench/common.py)
 
 common.add_python_path()
 
-from sage.kernels.sagebwd.launch import Tiles, default_tiles  # noqa: E402
+from sage.kernels.sagebwd.launch import Tiles, default_tiles, emulation_blocks  # noqa: E402
 from sage.reference.sagebwd import (LN2, ForwardResult, SageBwdConfig, dequantized_v,  # noqa: E402
                                     cosine_similarity, emulate_backward, emulate_forward,
                                     kv_head, prepass, relative_l1, relative_l2, round_to)
@@ -560,8 +560,9 @@ def kernels_vs_emulation(case: Case, base_seed: int) -> dict[str, Any]:
     gpu_s = time.monotonic() - start
     tiles = _find_tiles(saved, spec.d)
     cfg = SageBwdConfig(sm_scale=sm_scale, causal=config.causal, smooth_k=config.smooth_k,
-                        smooth_q=config.smooth_q, block_m=tiles.block_m,
-                        block_n=tiles.block_n, out_dtype=_dtype_name(o))
+                        smooth_q=config.smooth_q,
+                        **emulation_blocks(tiles, fine_scales=True, smooth_q=config.smooth_q),
+                        out_dtype=_dtype_name(o))
     start = time.monotonic()
     emu = emulate_forward(x["q"], x["k"], x["v"], cfg)
     kernel_lse = to_numpy(lse).reshape(emu.lse.shape)
@@ -698,10 +699,11 @@ def emulated_metrics(spec: Inputs, config: Config, base_seed: int,
                      tiles: Tiles | None = None) -> dict[str, dict[str, float]]:
     """SageBwd (the float64 emulation) against exact attention for one case, on the CPU."""
     x = make_inputs(spec, base_seed)
-    tiles = tiles or default_tiles(spec.d)
+    tiles = tiles or default_tiles(spec.d, config.smooth_q)
     cfg = SageBwdConfig(sm_scale=spec.d ** -0.5, causal=config.causal,
                         smooth_k=config.smooth_k, smooth_q=config.smooth_q,
-                        block_m=tiles.block_m, block_n=tiles.block_n, out_dtype=spec.dtype)
+                        **emulation_blocks(tiles, fine_scales=True, smooth_q=config.smooth_q),
+                        out_dtype=spec.dtype)
     fwd = emulate_forward(x["q"], x["k"], x["v"], cfg)
     grads = emulate_backward(fwd, x["do"], x["v"], cfg, spec.dtype)
     ref = exact_attention(*(np.asarray(x[name], np.float64) for name in ("q", "k", "v", "do")),

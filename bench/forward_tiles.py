@@ -1,20 +1,23 @@
-"""Forward tile study: the SageBwd forward at other tile plans vs cuDNN SDPA, bf16.
+"""Forward plan study: the SageBwd forward at other plans vs cuDNN SDPA, bf16.
 
     python3 bench/forward_tiles.py OUT.json OUT.md
 
-The default tiles (launch.default_tiles: 64 x 64 on one warpgroup) and other
-plans: 128 query rows on two warpgroups, 128 keys per block. This times the
+The default forward plan (launch.default_tiles: 64 query rows on one
+warpgroup, 128 keys, in dependency order, O by the copy engine) and others
+(:data:`PLANS`: three programs an SM, the loop skewed, 64 keys, 128 rows on
+two consumer warpgroups beside a producer warpgroup, with ping-pong). This times the
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
 checks O against SDPA (relative L2) and splits one call's GPU time by kernel
 (torch.profiler: the pre-pass kernels against the forward). It is a study
-for choosing the next tile plan: the backward, the accuracy report and
+for choosing the forward's plan: the backward, the accuracy report and
 ``sage.attention`` keep the default tiles.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,19 @@ common.add_python_path()
 import torch  # noqa: E402
 import triton.testing  # noqa: E402
 
-from sage.kernels.sagebwd.launch import Tiles, default_tiles  # noqa: E402
+from sage.kernels.sagebwd.launch import ForwardTiles, default_tiles  # noqa: E402
 from sage.kernels.sagebwd.torch_ops import forward  # noqa: E402
 
-PLANS = {"default": None, "wgmma-128x64x8": Tiles(128, 64, 8),
-         "wgmma-64x128x4": Tiles(64, 128, 4)}
+#: Forward plans beside the default (None), by name.
+PLANS = {"default": None,
+         "three-programs-an-sm": ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False,
+                                              tma_store=True),
+         "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
+         "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
+         "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
+                                          skewed=False, tma_store=True),
+         "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
+                                           block_n=128, skewed=False, tma_store=True)}
 
 
 def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
@@ -62,7 +73,8 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
                                                                      is_causal=causal),
             return_mode="median")
     rows = []
-    for name, tiles in PLANS.items():
+    for name, plan in PLANS.items():
+        tiles = None if plan is None else replace(default_tiles(d), forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
                                "tiles": str(tiles or default_tiles(d)), "cudnn_ms": cudnn_ms}
         try:

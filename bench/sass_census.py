@@ -562,7 +562,7 @@ ELEMENTS: dict[str, Elements] = {
     "sagebwd_forward": Elements("BLOCK_M * BLOCK_N", "score elements (S, P tile) per key block"),
     "sagebwd_backward": Elements("BLOCK_M * BLOCK_N",
                                  "score elements (S, P, dP, dS tile) per query block"),
-    "k_mean_kernel": Elements("BLOCK_N * D", "K elements per block of rows"),
+    "kv_stats_kernel": Elements("BLOCK_N * D", "K (and V) elements per block of rows"),
     "quantize_q_kernel": Elements("BLOCK_M * D", "Q elements per program (no loop)", False),
     "quantize_kv_kernel": Elements("2 * BLOCK_N * D",
                                    "K and V elements per program (no loop)", False),
@@ -571,7 +571,7 @@ ELEMENTS: dict[str, Elements] = {
 }
 
 #: The order kernels run in (pre-pass, forward, backward pre-pass, backward).
-KERNEL_ORDER = ("k_mean_kernel", "quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward",
+KERNEL_ORDER = ("kv_stats_kernel", "quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward",
                 "sagebwd_backward_prepass", "sagebwd_backward")
 
 
@@ -611,7 +611,8 @@ def variant_ptx(variant: Variant, library: Any) -> tuple[str, dict[str, Any]]:
     consts = constexprs(variant.kernel, shape, tiles, causal=variant.causal, smooth_k=True,
                         smooth_q=False, fine_scales=True)
     text = sl.trace(KERNELS[variant.kernel], arg_specs(variant.kernel, sl.bfloat16),
-                    consts, arch="sm_90a", **tiles.options(variant.kernel))
+                    consts, arch="sm_90a",
+                    **tiles.options(variant.kernel, fine_scales=True, smooth_q=False))
     return library.compile(text, arch="sm_90a"), consts
 
 

@@ -29,7 +29,7 @@ static std::string orEmpty(const char *text) { return text ? text : ""; }
 extern "C" void sage_compile_options_init(sage_compile_options *options) {
   std::memset(options, 0, sizeof(*options));
   options->abi_version = SAGE_CAPI_ABI_VERSION;
-  options->ptx_version = 83;
+  options->ptx_version = ::mlir::sage::TargetInfo::kDefaultPtxVersion;
   options->run_pipeline = 1;
 }
 

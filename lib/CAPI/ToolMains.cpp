@@ -48,12 +48,12 @@ extern "C" int sage_translate_main(int argc, char **argv) {
       "num-warps",
       cl::desc("Warps per program (default: the module's, else 4)"),
       cl::init(0));
-  cl::opt<unsigned> ptxVersion("ptx-version", cl::desc("PTX ISA version x10"),
-                               cl::init(83));
+  cl::opt<unsigned> ptxVersion(
+      "ptx-version", cl::desc("PTX ISA version x10"),
+      cl::init(::mlir::sage::TargetInfo::kDefaultPtxVersion));
   cl::opt<bool> noPipeline(
       "no-pipeline",
-      cl::desc(
-          "The input is already lowered (sage-opt --sage-to-nvvm output)"),
+      cl::desc("The input is already lowered (sage-opt --sage-to-nvvm output)"),
       cl::init(false));
   cl::opt<std::string> dumpIR(
       "dump-ir", cl::desc("Write the IR after each pass here"), cl::init(""));

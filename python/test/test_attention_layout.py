@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from sage.kernels.sagebwd import interpreted
-from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, Shape, Tiles,
-                                         backward_buffers, forward_buffers, forward_sequence,
-                                         runtime_args, runtime_params, scalar_args, stride_args,
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, ForwardTiles, Shape,
+                                         Tiles, backward_buffers, emulation_blocks,
+                                         forward_buffers, forward_sequence, runtime_args,
+                                         runtime_params, scalar_args, stride_args,
                                          strided_params)
 from sage.reference import to_bf16
 from sage.reference.sagebwd import SageBwdConfig
@@ -64,10 +65,13 @@ def test_every_kernel_argument_has_a_source():
     names |= {"q", "k", "v", "o", "do"} | set(scalar_args(shape, 0.125))
     for tensor in ("q", "k", "v", "o", "do"):
         names |= set(stride_args(tensor, (1, 2, 3)))
-    for name in forward_sequence(True) + BACKWARD_SEQUENCE:
+    for name in forward_sequence(True, True) + BACKWARD_SEQUENCE:
         assert set(runtime_params(name)) <= names, (name, set(runtime_params(name)) - names)
-    assert set(forward_sequence(True) + BACKWARD_SEQUENCE) == set(KERNELS)
-    assert forward_sequence(False)[0] == "quantize_q_kernel"
+    assert set(forward_sequence(True, True) + BACKWARD_SEQUENCE) == set(KERNELS)
+    # The K and V statistics run for K-smoothing or V's fine scales.
+    assert forward_sequence(False, True)[0] == forward_sequence(True, False)[0] \
+        == "kv_stats_kernel"
+    assert forward_sequence(False, False)[0] == "quantize_q_kernel"
 
 
 def test_strided_params_are_the_16_bit_token_tensors():
@@ -77,6 +81,28 @@ def test_strided_params_are_the_16_bit_token_tensors():
 
 
 def test_runtime_args_names_what_is_missing():
-    with pytest.raises(KeyError, match="k_mean_kernel: no value for k_mean"):
-        runtime_args("k_mean_kernel", {"k": 0, "N_KV": 1, "H_KV": 1, "stride_kb": 0,
-                                       "stride_kh": 0, "stride_kn": 0})
+    with pytest.raises(KeyError, match="kv_stats_kernel: no value for k_mean"):
+        runtime_args("kv_stats_kernel", {"k": 0, "v": 0, "N_KV": 1, "H_KV": 1, "stride_kb": 0,
+                                         "stride_kh": 0, "stride_kn": 0})
+
+
+def test_forward_plan_follows_the_quantization():
+    """The forward's blocks may differ from the backward's only where no
+    scale is per block: its rows with fine scales and no Q-smoothing, its
+    keys with fine scales; the emulation's blocks follow the plan."""
+    tiles = Tiles(64, 64, 4, forward=ForwardTiles(128, 8, block_n=128))
+    plan = tiles.forward_tiles(True, False)
+    assert (plan.block_m, plan.block_n) == (128, 128)
+    assert emulation_blocks(tiles, fine_scales=True, smooth_q=False) == \
+        {"block_m": 64, "block_n": 64, "forward_block_n": 128}
+    with pytest.raises(ValueError, match="block_m .128. must be block_m .64."):
+        tiles.forward_tiles(True, True)
+    keys = Tiles(64, 64, 4, forward=ForwardTiles(64, 4, block_n=128))
+    with pytest.raises(ValueError, match="block_n .128. must be block_n .64. with block"):
+        keys.forward_tiles(False, False)
+    assert Tiles(64, 32).forward_tiles(False, False).block_n == 32
+    with pytest.raises(ValueError, match="ping_pong needs warp_specialize"):
+        ForwardTiles(64, 4, ping_pong=True)
+    with pytest.raises(ValueError, match="forward_block_n .128. must be block_n"):
+        SageBwdConfig(sm_scale=0.1, forward_block_n=128, scales="block")
+    assert SageBwdConfig(sm_scale=0.1, forward_block_n=128).forward_keys == 128

@@ -107,8 +107,8 @@ def test_dumps_on_compile_and_on_cache_hit(monkeypatch, tmp_path, capfd):
         assert (folder / "scale.ptx").read_text() == kernel.ptx
         assert "IR Dump After" in (folder / "scale.passes.mlir").read_text()
         replay = (folder / "replay.sh").read_text()
-        assert "--sage-to-nvvm='arch=sm_90a num-warps=4 ptx-version=83'" in replay
-        assert "--num-warps=4 --ptx-version=83 -o scale.ptx" in replay
+        assert "--sage-to-nvvm='arch=sm_90a num-warps=4 ptx-version=84'" in replay
+        assert "--num-warps=4 --ptx-version=84 -o scale.ptx" in replay
         assert f"sage: dumped ir, passes" in capfd.readouterr().err
 
 
@@ -130,7 +130,7 @@ def test_dumped_ir_replays_with_sage_translate(monkeypatch, tmp_path):
     kernel = compile_once()
     (ir,) = (tmp_path / "dump").rglob("scale.mlir")
     ptx = subprocess.run([str(root / "build/bin/sage-translate"), str(ir), "--arch=sm_90a",
-                          "--ptx-version=83"],  # the JIT's PTX_VERSION, as replay.sh says
+                          "--ptx-version=84"],  # the JIT's PTX_VERSION, as replay.sh says
                          capture_output=True, text=True, check=True).stdout
     assert ptx == kernel.ptx
 

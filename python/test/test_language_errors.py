@@ -48,6 +48,35 @@ def test_qmatmul_needs_int8():
                  r"tensor<16x16xf16>", "# HERE")
 
 
+def test_unsigned_bytes_only_feed_matmuls_and_dequantize():
+    """A uint8 tile is the lhs of sl.qmatmul or the input of sl.dequantize:
+    it is no rhs, is not converted and is not stored."""
+    def rhs(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        q, s = sl.quantize(t, sl.uint8_per_token)
+        sl.qmatmul(q, s, q, s)  # HERE
+
+    expect_error(rhs, [F32, N], {}, r"qmatmul's rhs must be a tile of i8, got "
+                 r"tensor<16x16xi8>", "# HERE")
+
+    def cast(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        q, _ = sl.quantize(t, sl.uint8_per_block)
+        q.to(sl.int8)  # HERE
+
+    expect_error(cast, [F32, N], {}, r"no cast from or to uint8", "# HERE")
+
+    def store(a, out, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        q, _ = sl.quantize(t, sl.uint8_per_block)
+        sl.store(out, q, (0, 0), (16, 1), (n, 16))  # HERE
+
+    expect_error(store, [F32, I8, N], {}, r"cannot store a tensor<16x16xi8> tile through a "
+                 r"!sage.ptr<i8>", "# HERE")
+    with pytest.raises(TypeError, match="a pointer holds"):
+        sl.pointer_type(sl.uint8)
+
+
 def test_qmatmul_contracted_sizes_and_scales():
     def sizes(a, n):
         x = sl.load(a, (16, 32), (0, 0), (32, 1), (n, 32))
@@ -448,5 +477,6 @@ def test_interpreter_checks_the_unsaturated_promise():
     sl.interpret(_unsaturated, 1, [np.full(256, 1.0, np.float32), q, 16], {})
     assert (q == 100).all()
     with pytest.raises(sl.CompilationError, match=r"sl.quantize: quantize with "
-                       r"saturate=False: \|round\(x \* inv\)\| reaches 200 > 127"):
+                       r"saturate=False: round\(x \* inv\) reaches \[200, 200\], outside "
+                       r"\[-127, 127\]"):
         sl.interpret(_unsaturated, 1, [np.full(256, 2.0, np.float32), q, 16], {})

@@ -241,3 +241,30 @@ def test_fma_broadcasts_and_rounds_once():
     with pytest.raises(sl.CompilationError, match="sl.fma needs float operands, got "
                                                   "tensor<16x1xi32>"):
         sl.trace(integers, [sl.ArgSpec.pointer(sl.float32)], {})
+
+
+def _unsigned_pv(p, v, o, BLOCK: sl.constexpr):
+    """P (non-negative) quantized to unsigned bytes per row, times INT8 V."""
+    x = sl.load(p, (BLOCK, BLOCK), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
+    vt = sl.load(v, (BLOCK, BLOCK), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
+    p_q, p_scale = sl.quantize(x, sl.uint8_per_token)
+    one = sl.full((1, 1), 1.0, sl.float32)
+    sl.store(o, sl.qmatmul(p_q, p_scale, vt, one), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
+
+
+def test_unsigned_quantize_and_matmul_use_the_whole_byte():
+    """sl.uint8_per_token: P / (absmax / 255) rounded into [0, 255] (negative
+    values to 0), and sl.qmatmul reads the bytes as unsigned: the result is
+    the exact product of the unsigned values with the int8 rhs, scaled."""
+    n = 32
+    p = np.abs(RNG.standard_normal((n, n))).astype(np.float32)
+    p[0, :4] = [-1.0, 0.0, 0.5, 2.0]  # a negative value quantizes to 0
+    v = RNG.integers(-127, 128, (n, n)).astype(np.int8)
+    o = np.zeros((n, n), np.float32)
+    sl.interpret(_unsigned_pv, 1, [p, v, o], dict(BLOCK=n))
+    scale = (np.abs(p).max(axis=1, keepdims=True) / np.float32(255)).astype(np.float32)
+    inv = (np.float32(1) / scale).astype(np.float32)
+    q = np.clip(np.rint((p * inv).astype(np.float32)), 0, 255)
+    assert q.max() == 255 and q[0, 0] == 0
+    expected = (q.astype(np.int64) @ v.astype(np.int64).T) * scale.astype(np.float64)
+    np.testing.assert_allclose(o, expected, rtol=1e-6)

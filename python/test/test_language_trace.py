@@ -87,6 +87,23 @@ def test_attention_forward_ir():
           r": tensor<64x1xf32>, !sage.ptr<f32>")
 
 
+def test_unsigned_scheme_and_lhs_trace():
+    """sl.uint8_per_token traces as #sage.uint8 and its product as a qmatmul
+    with lhs_unsigned (the tensor cores' u8 x s8 form)."""
+    def kernel(p, v, o):
+        x = sl.load(p, (64, 64), (0, 0), (64, 1), (64, 64))
+        vt = sl.load(v, (64, 64), (0, 0), (64, 1), (64, 64))
+        q, s = sl.quantize(x, sl.uint8_per_token, scale=sl.full((64, 1), 0.1, sl.float32),
+                           saturate=False)
+        out = sl.qmatmul(q, s, vt, sl.full((1, 1), 1.0, sl.float32), rhs_sigma16=True)
+        sl.store(o, out, (0, 0), (64, 1), (64, 64))
+
+    text = sl.trace(kernel, [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.pointer(sl.int8),
+                             sl.ArgSpec.pointer(sl.float32)], {})
+    assert "sage.quantize #sage.uint8<per_token>" in text
+    assert "contract(1, 1) rhs_sigma16 lhs_unsigned :" in text
+
+
 def test_constexpr_if_is_python():
     fn, specs, constexprs = KERNELS["attention_forward"]
     plain = sl.trace(fn, specs, {**constexprs, "CAUSAL": False})

@@ -708,6 +708,29 @@ def test_memory_errors():
         ref.load(np.zeros(4), (0, 0), (4, 1), (2, 4), (2, 4))
 
 
+def test_unsigned_quantize_and_product():
+    """The unsigned scheme: scale absmax / 255, values in [0, 255] (negative
+    inputs 0), uint8 storage; qmax up to 255; its promise under
+    saturate=False is [0, qmax]; int8_dot reads a uint8 lhs as unsigned, with
+    a contraction of at most 65536."""
+    from sage.reference import MAX_UINT8_CONTRACTION, int8_dot, quantize
+    x = np.array([[255.0, 127.6, -3.0, 0.4]], np.float32)
+    q, s = quantize(x, "per_token", unsigned=True)
+    assert q.dtype == np.uint8 and s[0, 0] == np.float32(1.0)
+    np.testing.assert_array_equal(q, [[255, 128, 0, 0]])
+    with pytest.raises(ValueError, match=r"reaches \[-6, 510\], outside \[0, 255\]"):
+        quantize(x * 2, "per_token", scale=s, saturate=False, unsigned=True)
+    with pytest.raises(ValueError, match=r"qmax must be an integer in \[1, 255\]"):
+        quantize(x, "per_token", qmax=256, unsigned=True)
+    rhs = np.array([[1, -1, 2, 3]], np.int8)
+    assert int8_dot(q, rhs)[0, 0] == 255 - 128
+    with pytest.raises(ValueError, match="rhs must be int8"):
+        int8_dot(q, q)
+    long = np.zeros((1, MAX_UINT8_CONTRACTION + 1), np.uint8)
+    with pytest.raises(ValueError, match="at most 65536"):
+        int8_dot(long, long.astype(np.int8))
+
+
 def test_unsaturated_quantize_checks_its_promise():
     """saturate=False keeps every value of an in-range tile and refuses one whose
     rounded value leaves [-127, 127] (the GPU would wrap it)."""
@@ -716,7 +739,8 @@ def test_unsaturated_quantize_checks_its_promise():
     scale = np.array([[1.0 / 127]], np.float32)
     q, _ = quantize(x, "per_token", scale=scale, saturate=False)
     np.testing.assert_array_equal(q, quantize(x, "per_token", scale=scale)[0])
-    with pytest.raises(ValueError, match=r"saturate=False: \|round\(x \* inv\)\| reaches 254"):
+    with pytest.raises(ValueError, match=r"saturate=False: round\(x \* inv\) reaches "
+                       r"\[-254, 254\], outside \[-127, 127\]"):
         quantize(x * 2, "per_token", scale=scale, saturate=False)
     with pytest.raises(ValueError, match="needs a given scale"):
         quantize(x, "per_token", saturate=False)

@@ -23,7 +23,8 @@ from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, emulate_backwa
 
 TOLERANCE = 1e-3
 
-# (batch, heads, kv_heads, n, n_kv, d, dtype, causal, smooth_k, smooth_q, block_m, block_n)
+# (batch, heads, kv_heads, n, n_kv, d, dtype, causal, smooth_k, smooth_q, block_m, block_n
+#  [, forward_block_n: the forward's key block, fine scales only])
 CASES = {
     "gqa_tails_f16": (1, 4, 2, 100, 129, 64, "float16", False, True, False, 64, 64),
     "mqa_causal_bf16_d128": (1, 2, 1, 129, 129, 128, "bfloat16", True, True, False, 64, 32),
@@ -35,6 +36,11 @@ CASES = {
     # Causal with fewer queries than keys: aligned bottom-right (chunked prefill, decode).
     "causal_bottom_right_gqa": (1, 4, 2, 70, 150, 64, "float16", True, True, True, 64, 64),
     "causal_decode_d128": (1, 2, 1, 1, 77, 128, "bfloat16", True, True, False, 64, 32),
+    # The default plan's forward: 128-key blocks beside the backward's 64.
+    "forward_keys_128_causal_tails": (1, 2, 1, 150, 200, 64, "float16", True, True, False, 64,
+                                      64, 128),
+    "forward_keys_128_d128": (1, 2, 2, 70, 300, 128, "bfloat16", False, True, False, 64, 64,
+                              128),
 }
 
 
@@ -53,10 +59,11 @@ def _inputs(case: tuple, seed: int = 0, key_bias: float = 2.0):
 
 
 def _config(case: tuple, scales: str = "fine") -> SageBwdConfig:
-    d, dtype, causal, smooth_k, smooth_q, block_m, block_n = case[5:]
+    d, dtype, causal, smooth_k, smooth_q, block_m, block_n = case[5:12]
+    forward = case[12] if len(case) > 12 and scales == "fine" else None
     return SageBwdConfig(sm_scale=d ** -0.5, causal=causal, smooth_k=smooth_k,
-                         smooth_q=smooth_q, block_m=block_m, block_n=block_n, out_dtype=dtype,
-                         scales=scales)
+                         smooth_q=smooth_q, block_m=block_m, block_n=block_n,
+                         forward_block_n=forward, out_dtype=dtype, scales=scales)
 
 
 @pytest.mark.parametrize("scales", ["fine", "block"])

@@ -169,7 +169,7 @@ def test_variants_are_what_the_speed_benchmark_runs():
     variants = census.sagebwd_variants()
     assert len(variants) == 16
     names = [v.name for v in variants]
-    assert names[:8] == ["k_mean_kernel-d64", "quantize_q_kernel-d64", "quantize_kv_kernel-d64",
+    assert names[:8] == ["kv_stats_kernel-d64", "quantize_q_kernel-d64", "quantize_kv_kernel-d64",
                          "sagebwd_forward-d64", "sagebwd_forward-d64-causal",
                          "sagebwd_backward_prepass-d64", "sagebwd_backward-d64",
                          "sagebwd_backward-d64-causal"]
@@ -190,24 +190,26 @@ def _has_ptxas() -> bool:
 @pytest.mark.skipif(DISASSEMBLER is None or not _has_ptxas(),
                     reason="no ptxas (CUDA toolkit), or no cuobjdump or nvdisasm "
                     "(pip install -r python/requirements-dev.txt)")
-def test_end_to_end_k_mean(library, tmp_path):
-    """Compiles the K-mean kernel (D=64, one loop over key blocks) and runs the CLI."""
+def test_end_to_end_kv_stats(library, tmp_path):
+    """Compiles the K and V statistics kernel (D=64, one loop over key blocks) and runs
+    the CLI."""
     out_json, out_md = tmp_path / "census.json", tmp_path / "census.md"
-    status = census.main([str(out_json), str(out_md), "--d", "64", "--kernels", "k_mean",
+    status = census.main([str(out_json), str(out_md), "--d", "64", "--kernels", "kv_stats",
                           "--sass-dir", str(tmp_path / "sass")])
     assert status == 0
     results = json.loads(out_json.read_text())
     assert results["errors"] == []
     (row,) = results["rows"]
-    warps = default_tiles(64).warps("k_mean_kernel")
-    assert row["variant"] == "k_mean_kernel-d64" and row["threads"] == 32 * warps
+    warps = default_tiles(64).warps("kv_stats_kernel", fine_scales=True, smooth_q=False)
+    assert row["variant"] == "kv_stats_kernel-d64" and row["threads"] == 32 * warps
     assert row["registers"] > 0 and row["spill_stores"] == 0
     body = row["loop_body"]
     assert body is not None and sum(loop["in_body"] for loop in row["loops"]) >= 1
-    # The loop sums BLOCK_N rows of bf16 K into f32: loads and FADDs, no MUFU.
-    assert body["FADD"] > 0 and body["MUFU"] == 0 and body["F2I"] == 0
+    # The loop sums BLOCK_N rows of bf16 K into f32 and takes V's absmax: loads,
+    # FADDs and FMNMXs, no MUFU.
+    assert body["FADD"] > 0 and body["FMNMX"] > 0 and body["MUFU"] == 0 and body["F2I"] == 0
     assert 0 < body["total"] < row["whole"]["total"]
     assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 32 * warps / (64 * 64))
-    assert (tmp_path / "sass" / "k_mean_kernel-d64.sass").stat().st_size > 0
+    assert (tmp_path / "sass" / "kv_stats_kernel-d64.sass").stat().st_size > 0
     assert results["disassembler"]["kind"] == DISASSEMBLER.kind
-    assert "k_mean_kernel-d64" in out_md.read_text()
+    assert "kv_stats_kernel-d64" in out_md.read_text()

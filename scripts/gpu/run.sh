@@ -10,7 +10,8 @@
 #     example   the README's examples on the GPU (and quant_matmul in the interpreter)
 #     jit       bench/jit_overhead.py (cold compile, warm launch vs Triton)
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
-#     speed     bench/attention_speed.py (vs SDPA flash and cuDNN)
+#     speed     bench/attention_speed.py (vs SDPA flash and cuDNN; extra arguments in
+#               SAGE_SPEED_ARGS, e.g. --passes fwd --providers sage,cudnn)
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
 #     gemm      bench/gemm_speed.py (issue #11: sage INT8 / bf16 GEMMs vs torch._int_mm, Triton
 #               INT8 and cuBLAS bf16; extra arguments in SAGE_GEMM_ARGS, e.g. --sage-tiles)
@@ -90,7 +91,9 @@ for stage in "${stages[@]}"; do
     accuracy)
       python3 bench/accuracy.py "$OUT/accuracy.json" "$OUT/accuracy.md" 2>&1 ;;
     speed)
-      python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" 2>&1 ;;
+      # shellcheck disable=SC2086
+      python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" \
+        ${SAGE_SPEED_ARGS:-} 2>&1 ;;
     forward-tiles)
       python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" 2>&1 ;;
     gemm)

@@ -27,7 +27,7 @@ typedef struct sage_compile_options {
   int abi_version;    /* SAGE_CAPI_ABI_VERSION */
   const char *arch;   /* "": the module's sage.target, else sm_90a */
   int num_warps;      /* 0: the module's sage.num_warps, else 4 */
-  int ptx_version;    /* PTX ISA version x10 (83) */
+  int ptx_version;    /* PTX ISA version x10 (84) */
   int run_pipeline;   /* 0: the input is already lowered */
   int emit_cubin;     /* also run ptxas (SAGE_OUTPUT_CUBIN, _PTXAS_LOG) */
   int capture_passes; /* keep the IR after each pass (SAGE_OUTPUT_PASSES) */

@@ -11,6 +11,7 @@
 #define SAGE_COMPILER_COMPILER_H
 
 #include "sage/Compiler/CApi.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include <string>
 
@@ -24,7 +25,7 @@ struct CompileOptions {
   /// else 4.
   int numWarps = 0;
   /// PTX ISA version times ten.
-  unsigned ptxVersion = 83;
+  unsigned ptxVersion = ::mlir::sage::TargetInfo::kDefaultPtxVersion;
   /// false: the input is already lowered (the output of
   /// `sage-opt --sage-to-nvvm`); only translate it.
   bool runPipeline = true;

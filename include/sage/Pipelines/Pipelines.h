@@ -11,6 +11,7 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 namespace mlir::sage {
 
@@ -29,8 +30,8 @@ struct TargetPipelineOptions
   Option<int> ptxVersion{
       *this, "ptx-version",
       llvm::cl::desc("PTX ISA version x10 the result is translated with; "
-                     "TMA copies need 83 (default 83)"),
-      llvm::cl::init(83)};
+                     "TMA copies need 83, mixed integer wgmma 84 (default 84)"),
+      llvm::cl::init(::mlir::sage::TargetInfo::kDefaultPtxVersion)};
 };
 
 /// sage-prepare: attach-target, canonicalize, decompose, canonicalize, cse.

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "sage/Dialect/Sage/IR/TargetInfo.h"
 
 #include <string>
 
@@ -14,7 +15,7 @@ struct PTXOptions {
   std::string arch = "sm_90a";
   /// PTX ISA version times ten (80 is PTX 8.0). Always explicit: LLVM's
   /// default for sm_90a would abort the process.
-  unsigned ptxVersion = 83;
+  unsigned ptxVersion = ::mlir::sage::TargetInfo::kDefaultPtxVersion;
 };
 
 /// Registers the translations from the dialects the lowering ends in

@@ -90,6 +90,9 @@ struct MmaSyncDotLowering : public OpConversionPattern<sagegpu::DotOp> {
     NVVM::MMATypes ptxType = isInt              ? NVVM::MMATypes::s8
                              : elemType.isF16() ? NVVM::MMATypes::f16
                                                 : NVVM::MMATypes::bf16;
+    // An unsigned i8 lhs (u8 x s8 products).
+    NVVM::MMATypes lhsPtxType =
+        op.getLhsUnsigned() ? NVVM::MMATypes::u8 : ptxType;
     std::optional<NVVM::MMAIntOverflow> overflow;
     if (isInt) // the verifier bounds K so that int32 sums cannot overflow
       overflow = NVVM::MMAIntOverflow::wrapped;
@@ -164,7 +167,7 @@ struct MmaSyncDotLowering : public OpConversionPattern<sagegpu::DotOp> {
         Value d = NVVM::MmaOp::create(
             rw, loc, resultType, wa, wb, frag,
             {16, 8, mmaK(elemType.getIntOrFloatBitWidth())}, std::nullopt,
-            overflow, std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+            overflow, std::array<NVVM::MMATypes, 2>{lhsPtxType, ptxType},
             std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                            NVVM::MMALayout::col});
         for (int64_t e = 0; e < kFragment; ++e)

@@ -184,7 +184,7 @@ struct ConvertSageToLLVMPass
       return signalPassFailure();
     lowerWarpSpecialize(module);
     lowerArgumentHints(module);
-    packLoopCarriedHalves(module);
+    packLoopCarriedWords(module);
     RewritePatternSet peepholes(ctx);
     populateQuantizeRoundingPatterns(peepholes);
     if (failed(applyPatternsGreedily(module, std::move(peepholes))))

@@ -98,46 +98,75 @@ struct LogLowering : public OpRewritePattern<math::LogOp> {
 /// trunc(and(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23)),
 /// 255)); the unclamped fptosi(roundeven(x)) (an `unsaturated` quantize,
 /// whose |x| < 127.5 the producer guarantees) the same without the clamp.
-struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// An unsigned quantize's fptoui (bounds 0 and 255; with a computed scale
+/// only the lower one) the same way: the low byte of the sum is the u8.
+/// Unclamped, a contractable multiply before the rounding (an unsaturated
+/// quantize rounds the exact product) fuses into fma.rn(x, inv, 0x1.8p23).
+template <typename ConvertOp>
+struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
+  MagicRoundToByte(MLIRContext *ctx, double lo, double hi)
+      : OpRewritePattern<ConvertOp>(ctx), lo(lo), hi(hi) {}
   /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
   /// held in the low mantissa bits.
   static constexpr double kMagic = 12582912.0;
 
-  LogicalResult matchAndRewrite(arith::FPToSIOp op,
-                                PatternRewriter &rw) const override {
-    if (!op.getType().isInteger(8) || !op.getIn().getType().isF32())
-      return failure();
+  /// The value `in` rounds, with the clamp to [lo, hi] (or to lo alone)
+  /// that `in` applies after rounding applied before it instead (clamping
+  /// to integer bounds commutes with rounding); null if `in` is not such a
+  /// chain.
+  Value unrounded(PatternRewriter &rw, Location loc, Value in) const {
     auto isConstant = [](Value v, double expected) {
       FloatAttr attr;
       return matchPattern(v, m_Constant(&attr)) &&
              attr.getValueAsDouble() == expected;
     };
-    Location loc = op.getLoc();
-    Value clamped;
-    if (auto unclamped = op.getIn().getDefiningOp<math::RoundEvenOp>()) {
-      clamped = unclamped.getOperand();
-    } else {
-      auto upper = op.getIn().getDefiningOp<arith::MinimumFOp>();
-      if (!upper || !isConstant(upper.getRhs(), 127.0))
-        return failure();
-      auto lower = upper.getLhs().getDefiningOp<arith::MaximumFOp>();
-      if (!lower || !isConstant(lower.getRhs(), -127.0))
-        return failure();
-      auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
-      if (!round)
-        return failure();
-      clamped = arith::MinimumFOp::create(
-          rw, loc,
-          arith::MaximumFOp::create(rw, loc, round.getOperand(),
-                                    lower.getRhs()),
-          upper.getRhs());
+    if (auto round = in.getDefiningOp<math::RoundEvenOp>())
+      return round.getOperand();
+    Value upperBound;
+    if (auto upper = in.getDefiningOp<arith::MinimumFOp>()) {
+      if (!isConstant(upper.getRhs(), hi))
+        return {};
+      upperBound = upper.getRhs();
+      in = upper.getLhs();
     }
+    auto lower = in.getDefiningOp<arith::MaximumFOp>();
+    if (!lower || !isConstant(lower.getRhs(), lo))
+      return {};
+    auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
+    if (!round || (!upperBound && lo < 0.0)) // a signed clamp has both
+      return {};
+    Value clamped =
+        arith::MaximumFOp::create(rw, loc, round.getOperand(), lower.getRhs());
+    return upperBound ? arith::MinimumFOp::create(rw, loc, clamped, upperBound)
+                            .getResult()
+                      : clamped;
+  }
+
+  LogicalResult matchAndRewrite(ConvertOp op,
+                                PatternRewriter &rw) const override {
+    if (!op.getType().isInteger(8) || !op.getIn().getType().isF32())
+      return failure();
+    Location loc = op.getLoc();
+    Value clamped = unrounded(rw, loc, op.getIn());
+    if (!clamped)
+      return failure();
     Value magic =
         arith::ConstantOp::create(rw, loc, rw.getF32FloatAttr(kMagic));
-    auto add = LLVM::CallIntrinsicOp::create(
-        rw, loc, rw.getF32Type(), rw.getStringAttr("llvm.nvvm.add.rn.f"),
-        ValueRange{clamped, magic});
+    // An unclamped rounding of a contractable product (an unsaturated
+    // quantize's, which rounds the exact product) takes the product into
+    // the add: one fma.rn.
+    auto mul = clamped.getDefiningOp<arith::MulFOp>();
+    bool fuse = mul && mul->hasOneUse() &&
+                arith::bitEnumContainsAll(mul.getFastmath(),
+                                          arith::FastMathFlags::contract);
+    auto add = fuse ? LLVM::CallIntrinsicOp::create(
+                          rw, loc, rw.getF32Type(),
+                          rw.getStringAttr("llvm.nvvm.fma.rn.f"),
+                          ValueRange{mul.getLhs(), mul.getRhs(), magic})
+                    : LLVM::CallIntrinsicOp::create(
+                          rw, loc, rw.getF32Type(),
+                          rw.getStringAttr("llvm.nvvm.add.rn.f"),
+                          ValueRange{clamped, magic});
     Value sum = add->getResult(0);
     Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
     // Bytes only packed into wider vectors (register A words, vector
@@ -154,6 +183,8 @@ struct MagicRoundToInt8 : public OpRewritePattern<arith::FPToSIOp> {
     rw.replaceOpWithNewOp<LLVM::TruncOp>(op, op.getType(), byte);
     return success();
   }
+
+  double lo, hi;
 };
 } // namespace
 
@@ -173,5 +204,8 @@ bool mlir::sage::isSupportedScalarMath(Operation *op) {
 }
 
 void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {
-  patterns.add<MagicRoundToInt8>(patterns.getContext());
+  patterns.add<MagicRoundToByte<arith::FPToSIOp>>(patterns.getContext(), -127.0,
+                                                  127.0);
+  patterns.add<MagicRoundToByte<arith::FPToUIOp>>(patterns.getContext(), 0.0,
+                                                  255.0);
 }

@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -80,7 +81,8 @@ private:
 /// accumulating into `acc`. MLIR 22's NVVM dialect has no op for this form:
 /// it is inline PTX, whose accumulators are tied outputs.
 Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
-                    Value acc, ArrayRef<Value> a, Value descB, bool mnMajorB) {
+                    Value acc, ArrayRef<Value> a, Value descB, bool mnMajorB,
+                    bool unsignedA, bool accumulate) {
   bool isInt = elemType.isInteger(8);
   int64_t values = n / 2;
   std::string text, constraints;
@@ -96,7 +98,8 @@ Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
   os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << scaleIndex << ", 0;\n"
      << "wgmma.mma_async.sync.aligned.m64n" << n << "k"
      << mmaK(elemType.getIntOrFloatBitWidth())
-     << (isInt              ? ".s32.s8.s8 "
+     << (isInt && unsignedA ? ".s32.u8.s8 "
+         : isInt            ? ".s32.s8.s8 "
          : elemType.isF16() ? ".f32.f16.f16 "
                             : ".f32.bf16.bf16 ");
   list(0, values);
@@ -119,7 +122,8 @@ Value emitWgmmaRegA(OpBuilder &b, Location loc, int64_t n, Type elemType,
   cs << ",r,r,r,r,l,r";
   operands.append(a.begin(), a.end());
   operands.push_back(descB);
-  operands.push_back(arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)));
+  operands.push_back(
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(accumulate)));
   return inlinePtx(b, loc, acc.getType(), operands, text, constraints);
 }
 
@@ -152,6 +156,9 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
     NVVM::WGMMATypes inType = isInt              ? NVVM::WGMMATypes::s8
                               : elemType.isF16() ? NVVM::WGMMATypes::f16
                                                  : NVVM::WGMMATypes::bf16;
+    // An unsigned i8 lhs (u8 x s8 products).
+    NVVM::WGMMATypes lhsType =
+        op.getLhsUnsigned() ? NVVM::WGMMATypes::u8 : inType;
     NVVM::WGMMATypes outType =
         isInt ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32;
 
@@ -219,12 +226,16 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
       descA->thread = descA->tile.access.threadByteOffset(c, {}, warp);
     }
 
-    // The accumulator operand, block by block.
+    // The accumulator operand, block by block. A zero accumulator is not
+    // materialised: the first K step ignores D (scale-d 0), so its
+    // registers need no zeroing every trip.
+    bool zeroInit = matchPattern(op.getAcc(), m_Zero()) ||
+                    matchPattern(op.getAcc(), m_AnyZeroFloat());
     ValueRange init = adaptor.getAcc();
     SmallVector<Value> accs;
     for (int64_t blk = 0; blk < blocks; ++blk) {
       Value block = LLVM::UndefOp::create(rw, loc, structType);
-      for (int64_t v = 0; v < values; ++v)
+      for (int64_t v = 0; v < values && !zeroInit; ++v)
         block = LLVM::InsertValueOp::create(rw, loc, block,
                                             init[blk * values + v], v);
       accs.push_back(block);
@@ -254,7 +265,9 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
         Value b = descB.at(0, k0);
         if (kind == MmaKind::WgmmaRegA) {
           accs[blk] = emitWgmmaRegA(rw, loc, n, elemType, accs[blk],
-                                    aWords[blk * steps + ks], b, mnMajorB);
+                                    aWords[blk * steps + ks], b, mnMajorB,
+                                    op.getLhsUnsigned(),
+                                    /*accumulate=*/!zeroInit || ks > 0);
           continue;
         }
         Value a = descA->at(row, k0);
@@ -262,10 +275,12 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
             rw, loc, structType, accs[blk], a, b,
             NVVM::MMAShapeAttr::get(ctx, 64, n,
                                     mmaK(elemType.getIntOrFloatBitWidth())),
-            NVVM::WGMMATypesAttr::get(ctx, inType),
+            NVVM::WGMMATypesAttr::get(ctx, lhsType),
             NVVM::WGMMATypesAttr::get(ctx, inType),
             NVVM::WGMMATypesAttr::get(ctx, outType),
-            NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one),
+            NVVM::WGMMAScaleOutAttr::get(ctx, zeroInit && ks == 0
+                                                  ? NVVM::WGMMAScaleOut::zero
+                                                  : NVVM::WGMMAScaleOut::one),
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
             NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),

@@ -19,9 +19,10 @@ from sage.compiler.binding import load_binding
 from sage.jit.knobs import knobs
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
-#: The PTX ISA version (x10) compiled for unless told, as in the C API: 8.3,
-#: which TMA copies need (``tensormap.replace``).
-DEFAULT_PTX_VERSION = 83
+#: The PTX ISA version (x10) compiled for unless told, as in the C API: 8.4,
+#: which TMA copies (``tensormap.replace``, 8.3) and wgmma with mixed
+#: integer types (u8 x s8, 8.4) need.
+DEFAULT_PTX_VERSION = 84
 
 
 class CompilationError(RuntimeError):

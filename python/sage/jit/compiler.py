@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sage.compiler.library import CompileOptions, CompilerLibrary, default_library
+from sage.compiler.library import (DEFAULT_PTX_VERSION, CompileOptions, CompilerLibrary,
+                                   default_library)
 from sage.jit.cache import FileCache
 from sage.jit.dump import write_dumps
 from sage.jit.knobs import knobs
@@ -37,9 +38,8 @@ from sage.runtime.ptx import KernelInfo, parse_kernel_header
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: The Python packages whose sources are part of the compiler's identity.
 _IDENTITY_PACKAGES = ("compiler", "jit", "language", "runtime")
-#: The PTX ISA version (x10) the JIT compiles with: 8.3 for ``tensormap.replace``
-#: (TMA tensor maps built on the device).
-PTX_VERSION = 83
+#: The PTX ISA version (x10) the JIT compiles with: the compiler's default.
+PTX_VERSION = DEFAULT_PTX_VERSION
 
 
 @functools.lru_cache(maxsize=None)

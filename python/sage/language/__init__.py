@@ -6,7 +6,8 @@ sage IR with :func:`trace` or run on the CPU with :func:`interpret`.
 
 from sage.language.core import (ArgSpec, DType, Int8Scheme, PointerType, TileType, bfloat16,
                                 constexpr, float16, float32, int1, int8, int8_per_block,
-                                int8_per_channel, int8_per_token, int32, int64, pointer_type)
+                                int8_per_channel, int8_per_token, int32, int64, pointer_type,
+                                uint8, uint8_per_block, uint8_per_channel, uint8_per_token)
 from sage.language.diagnostics import CompilationError
 from sage.language.elementwise import (abs, cast, exp, exp2, fma, log, log2, maximum, minimum,
                                        sqrt, where)
@@ -25,5 +26,6 @@ __all__ = [
     "int8_per_block", "int8_per_channel", "int8_per_token", "int32", "int64", "interpret",
     "iota", "load", "log", "log2", "matmul", "max", "maximum", "min", "minimum",
     "num_programs", "pointer_type", "program_id", "qmatmul", "quantize", "range", "reduce",
-    "smooth", "softmax_update", "splat", "sqrt", "store", "sum", "trace", "where", "zeros",
+    "smooth", "softmax_update", "splat", "sqrt", "store", "sum", "trace", "uint8",
+    "uint8_per_block", "uint8_per_channel", "uint8_per_token", "where", "zeros",
 ]

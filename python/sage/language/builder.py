@@ -198,6 +198,8 @@ class IRBuilder:
                 acc: Value | None, contract: tuple[int, int], result: TileType,
                 rhs_sigma16: bool = False) -> str:
         order = " rhs_sigma16" if rhs_sigma16 else ""
+        if lhs.type.element.name == "uint8":
+            order += " lhs_unsigned"
         return self._one(
             f"sage.qmatmul {self._use(lhs)}[{self._use(lhs_scale)}], "
             f"{self._use(rhs)}[{self._use(rhs_scale)}]{self._acc(acc)} "

@@ -36,13 +36,16 @@ class DType:
 
 int1 = DType("int1", "i1", "bool", 1, np.bool_)
 int8 = DType("int8", "i8", "int", 8, np.int8)
+#: Unsigned bytes (an ``sl.uint8_per_*`` quantization): ``i8`` in the IR,
+#: read as unsigned by ``sl.qmatmul``.
+uint8 = DType("uint8", "i8", "int", 8, np.uint8)
 int32 = DType("int32", "i32", "int", 32, np.int32)
 int64 = DType("int64", "i64", "int", 64, np.int64)
 float16 = DType("float16", "f16", "float", 16, np.float16)
 bfloat16 = DType("bfloat16", "bf16", "float", 16, np.float32)
 float32 = DType("float32", "f32", "float", 32, np.float32)
 
-DTYPES = (int1, int8, int32, int64, float16, bfloat16, float32)
+DTYPES = (int1, int8, uint8, int32, int64, float16, bfloat16, float32)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class PointerType:
 
 def pointer_type(dtype: DType) -> PointerType:
     """The type of a pointer to ``dtype`` elements."""
-    if not isinstance(dtype, DType) or dtype is int1:
+    if not isinstance(dtype, DType) or dtype in (int1, uint8):
         raise TypeError(f"a pointer holds i8, i32, i64, f16, bf16 or f32, got {dtype!r}")
     return PointerType(dtype)
 
@@ -100,10 +103,14 @@ class constexpr:
 
 @dataclass(frozen=True)
 class Int8Scheme:
-    """Symmetric INT8 quantization, ``#sage.int8<granularity[, rna]>``."""
+    """8-bit quantization: symmetric INT8, ``#sage.int8<granularity[, rna]>``
+    (values in [-127, 127], scale absmax / 127), or with ``unsigned`` the
+    unsigned ``#sage.uint8<granularity[, rna]>`` of non-negative tiles
+    (values in [0, 255], scale absmax / 255; stored as ``sl.uint8``)."""
 
     granularity: str  # "per_block", "per_token" or "per_channel"
     rounding: str = "rne"
+    unsigned: bool = False
 
     def __post_init__(self) -> None:
         if self.granularity not in ("per_block", "per_token", "per_channel"):
@@ -114,11 +121,17 @@ class Int8Scheme:
     @property
     def mlir(self) -> str:
         suffix = "" if self.rounding == "rne" else f", {self.rounding}"
-        return f"#sage.int8<{self.granularity}{suffix}>"
+        name = "uint8" if self.unsigned else "int8"
+        return f"#sage.{name}<{self.granularity}{suffix}>"
 
     @property
     def storage(self) -> DType:
-        return int8
+        return uint8 if self.unsigned else int8
+
+    @property
+    def qmax(self) -> int:
+        """The largest quantized value (127, or 255 unsigned)."""
+        return 255 if self.unsigned else 127
 
     def scale_shape(self, shape: tuple[int, int]) -> tuple[int, int]:
         """Shape of the scale tile of a tile of ``shape``."""
@@ -128,12 +141,15 @@ class Int8Scheme:
 
     def with_rounding(self, rounding: str) -> Int8Scheme:
         """The same granularity with ``"rne"`` or ``"rna"`` rounding."""
-        return Int8Scheme(self.granularity, rounding)
+        return Int8Scheme(self.granularity, rounding, self.unsigned)
 
 
 int8_per_block = Int8Scheme("per_block")
 int8_per_token = Int8Scheme("per_token")
 int8_per_channel = Int8Scheme("per_channel")
+uint8_per_block = Int8Scheme("per_block", unsigned=True)
+uint8_per_token = Int8Scheme("per_token", unsigned=True)
+uint8_per_channel = Int8Scheme("per_channel", unsigned=True)
 
 
 def _power_of_two(value: int | None, name: str) -> None:

@@ -15,7 +15,7 @@ Rules (docs/language.md, "Values and types"):
 from __future__ import annotations
 
 from sage.language.core import (DType, TileType, Type, element_of, float32, int1, int32,
-                                int64)
+                                int64, uint8)
 from sage.language.diagnostics import error
 from sage.language.values import Value, backend
 
@@ -102,6 +102,11 @@ def cast(x: Operand, dtype: DType) -> Value:
     source = x.dtype
     if source == dtype:
         return x
+    if uint8 in (source, dtype):
+        # Unsigned bytes exist only between a quantize and the matmul or
+        # dequantize that reads them.
+        raise error(f"no cast from or to uint8 ({source.mlir} to {dtype.mlir}): an "
+                    "sl.uint8_per_* quantization feeds sl.qmatmul or sl.dequantize")
     if dtype is int1:
         raise error("no cast to i1: compare instead (x != 0)")
     result = with_element(x.type, dtype)

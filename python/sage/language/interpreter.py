@@ -151,7 +151,8 @@ class Interpreter:
         given = None if scale is None else scale.handle
         try:
             q, scales = reference.quantize(x.handle, scheme.granularity, scheme.rounding,
-                                           scale=given, saturate=saturate)
+                                           scale=given, saturate=saturate,
+                                           unsigned=scheme.unsigned)
         except ValueError as exc:
             raise error(f"sl.quantize: {exc}") from None
         return [q, scales]

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 import builtins
 
 from sage.language.core import (DType, Int8Scheme, TileType, bfloat16, float16, float32,
-                                int8, int32, int64)
+                                int8, int32, int64, uint8)
 from sage.language.diagnostics import error
 from sage.language.elementwise import cast, constant, to_value
 from sage.language.values import Value, backend
-from sage.reference.matmul import MAX_INT8_CONTRACTION
+from sage.reference.matmul import MAX_INT8_CONTRACTION, MAX_UINT8_CONTRACTION
 from sage.reference.memory import MAX_LEADING_DIMS
 
 Scalar = Value | int
@@ -56,7 +56,7 @@ def tile(x: object, what: str, dtypes: Sequence[DType] | None = None) -> Value:
         got = x.type.mlir if isinstance(x, Value) else type(x).__name__
         raise error(f"{what} must be a tile, got {got}")
     if dtypes is not None and x.dtype not in dtypes:
-        names = ", ".join(d.mlir for d in dtypes)
+        names = ", ".join(dict.fromkeys(d.mlir for d in dtypes))  # int8, uint8: i8
         raise error(f"{what} must be a tile of {names}, got {x.type.mlir}")
     return x
 
@@ -328,9 +328,10 @@ def _contraction(lhs: Value, rhs: Value, contract: object, acc_dtype: DType = fl
 
 
 def _check_int8_contraction(lhs: Value, dims: tuple[int, int]) -> None:
-    if lhs.shape[dims[0]] > MAX_INT8_CONTRACTION:
+    most = MAX_UINT8_CONTRACTION if lhs.dtype == uint8 else MAX_INT8_CONTRACTION
+    if lhs.shape[dims[0]] > most:
         raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
-                    f"(at most {MAX_INT8_CONTRACTION})")
+                    f"(at most {most})")
 
 
 def _accumulator(acc: Value | None, result: TileType) -> Value | None:
@@ -368,8 +369,12 @@ def qmatmul(lhs: Value, lhs_scale: Value, rhs: Value, rhs_scale: Value,
     registers (an INT8 P quantized from a matmul result) feeds the tensor
     cores without a trip through shared memory. Needs ``contract=(1, _)``
     and a contraction of a multiple of 16.
+
+    lhs may be ``sl.uint8`` (an ``sl.uint8_per_*`` quantization of a
+    non-negative tile): its bytes are read as unsigned (the tensor cores'
+    u8 x s8 form; a contraction of at most 65536).
     """
-    lhs = tile(lhs, "qmatmul's lhs", (int8,))
+    lhs = tile(lhs, "qmatmul's lhs", (int8, uint8))
     rhs = tile(rhs, "qmatmul's rhs", (int8,))
     dims, result = _contraction(lhs, rhs, contract)
     if not isinstance(rhs_sigma16, bool):

@@ -67,13 +67,14 @@ def _from_numpy_bhsd(x: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 
 def _sage_config(options: AttentionOptions, d: int, causal: bool) -> Any:
-    from sage.kernels.sagebwd.launch import default_tiles
+    from sage.kernels.sagebwd.launch import default_tiles, emulation_blocks
     from sage.reference.sagebwd import SageBwdConfig
 
-    tiles = default_tiles(d)
+    fine = options.scales == "fine"
+    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine), fine_scales=fine,
+                              smooth_q=options.smooth_q)
     return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
-                         smooth_k=options.smooth_k, smooth_q=options.smooth_q,
-                         block_m=tiles.block_m, block_n=tiles.block_n,
+                         smooth_k=options.smooth_k, smooth_q=options.smooth_q, **blocks,
                          out_dtype="bfloat16", scales=options.scales)
 
 

@@ -19,16 +19,18 @@ Conventions:
 * Integer products (:func:`int8_dot`) are exact.
 """
 
-from sage.reference.matmul import MAX_INT8_CONTRACTION, int8_dot, matmul, qmatmul
+from sage.reference.matmul import (MAX_INT8_CONTRACTION, MAX_UINT8_CONTRACTION, int8_dot,
+                                   matmul, qmatmul)
 from sage.reference.memory import load, store
 from sage.reference.sigma16 import sigma16_slot, sigma16_token
-from sage.reference.quant import (GRANULARITIES, INT8_MAX, ROUNDINGS, dequantize,
+from sage.reference.quant import (GRANULARITIES, INT8_MAX, ROUNDINGS, UINT8_MAX, dequantize,
                                   quantize, round_to_integer, scale_shape)
 from sage.reference.softmax import softmax_update
 from sage.reference.tiles import REDUCTIONS, broadcast, iota, reduce, smooth, to_bf16
 
 __all__ = [
-    "GRANULARITIES", "INT8_MAX", "MAX_INT8_CONTRACTION", "REDUCTIONS", "ROUNDINGS",
+    "GRANULARITIES", "INT8_MAX", "MAX_INT8_CONTRACTION", "MAX_UINT8_CONTRACTION",
+    "REDUCTIONS", "ROUNDINGS", "UINT8_MAX",
     "broadcast", "dequantize", "int8_dot", "iota", "load", "matmul", "qmatmul",
     "quantize", "reduce", "round_to_integer", "scale_shape", "sigma16_slot",
     "sigma16_token", "smooth",

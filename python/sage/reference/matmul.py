@@ -17,6 +17,8 @@ from sage.reference.tiles import require_axis, require_tile, to_bf16
 
 # 127 * 127 * 131072 < 2**31: the int32 accumulator cannot overflow.
 MAX_INT8_CONTRACTION = 131072
+#: The same for an unsigned lhs (u8 x s8 products: 255 * 127 * 65536 < 2^31).
+MAX_UINT8_CONTRACTION = 65536
 
 
 def _rows_by_k(x: np.ndarray, contract: int, name: str) -> np.ndarray:
@@ -37,22 +39,26 @@ def _check_acc(acc: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
 
 def int8_dot(lhs_q: np.ndarray, rhs_q: np.ndarray, lhs_contract: int = 1,
              rhs_contract: int = 1) -> np.ndarray:
-    """The exact integer product of two int8 tiles, ``M x N`` int32.
+    """The exact integer product of two int8 tiles, ``M x N`` int32; lhs may
+    be uint8 (an unsigned quantization: u8 x s8 products).
 
     Computed in int64; raises ValueError if the contraction is longer than
-    131072 or a result does not fit int32 (possible only with -128 entries,
-    which the quantizer never produces).
+    131072 (65536 with a uint8 lhs) or a result does not fit int32 (possible
+    only with -128 entries, which the quantizer never produces).
     """
-    for name, x in (("lhs", lhs_q), ("rhs", rhs_q)):
-        if isinstance(x, np.ndarray) and x.dtype != np.int8:
-            raise ValueError(f"{name} must be int8, got {x.dtype}")
+    for name, x, allowed in (("lhs", lhs_q, (np.int8, np.uint8)), ("rhs", rhs_q, (np.int8,))):
+        if isinstance(x, np.ndarray) and x.dtype not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(np.dtype(t).name for t in allowed)}, "
+                             f"got {x.dtype}")
+    most = MAX_UINT8_CONTRACTION if getattr(lhs_q, "dtype", None) == np.uint8 \
+        else MAX_INT8_CONTRACTION
     a = _rows_by_k(lhs_q, lhs_contract, "lhs").astype(np.int64)
     b = _rows_by_k(rhs_q, rhs_contract, "rhs").astype(np.int64)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"contracted sizes differ: lhs {a.shape[1]}, rhs {b.shape[1]}")
-    if a.shape[1] > MAX_INT8_CONTRACTION:
+    if a.shape[1] > most:
         raise ValueError(f"contraction of {a.shape[1]} elements may overflow int32 "
-                         f"(at most {MAX_INT8_CONTRACTION})")
+                         f"(at most {most})")
     dot = a @ b.T
     if dot.size and (dot.max() > np.iinfo(np.int32).max or dot.min() < np.iinfo(np.int32).min):
         raise ValueError("the int8 product does not fit int32")

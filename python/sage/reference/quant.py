@@ -1,4 +1,5 @@
-"""``sage.quantize`` and ``sage.dequantize`` with the ``#sage.int8`` scheme.
+"""``sage.quantize`` and ``sage.dequantize`` with the ``#sage.int8`` and
+``#sage.uint8`` schemes.
 
 The quantizer's arithmetic is emulated exactly in float32 with numpy float32
 operations (IEEE round-to-nearest), never in float64 followed by a cast, so a
@@ -14,6 +15,8 @@ from sage.reference.tiles import require_tile
 GRANULARITIES = ("per_block", "per_token", "per_channel")
 ROUNDINGS = ("rne", "rna")
 INT8_MAX = 127
+#: The largest value of the unsigned scheme (``#sage.uint8``).
+UINT8_MAX = 255
 
 # Axes reduced to get one value per granule.
 _GRANULE_AXES = {"per_block": (0, 1), "per_token": (1,), "per_channel": (0,)}
@@ -61,8 +64,8 @@ def round_to_integer(y: np.ndarray, rounding: str) -> np.ndarray:
 
 
 def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
-             scale: np.ndarray | None = None, qmax: int = INT8_MAX,
-             saturate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+             scale: np.ndarray | None = None, qmax: int | None = None,
+             saturate: bool = True, unsigned: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``sage.quantize``: symmetric INT8 quantization of a float16/float32 tile.
 
     Per granule (the whole tile, a row or a column for ``"per_block"``,
@@ -87,10 +90,18 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
     ``saturate=False`` (a given ``scale`` only; ``sage.quantize``'s
     ``unsaturated``) promises ``|round(y)| <= qmax``: the clip is dropped, and
     a finite rounded value beyond it is a ValueError here (unspecified on the
-    GPU); non-finite ones give 0, as there.
+    GPU); non-finite ones give 0, as there. With ``"rne"`` it rounds the
+    exact product ``x * inv`` (not rounded to float32 first: the GPU fuses
+    the multiply into the rounding's FMA).
+
+    ``unsigned`` (``#sage.uint8``): ``qmax`` defaults to 255 and the clip is
+    to ``[0, qmax]`` (negative inputs give 0, also with a computed scale);
+    ``saturate=False`` then promises ``0 <= round(y) <= qmax``. The signed
+    scheme's ``qmax`` defaults to 127.
 
     Returns:
-        ``(q, scales)``: an int8 tile of ``x``'s shape and float32 scales.
+        ``(q, scales)``: an int8 (uint8 when ``unsigned``) tile of ``x``'s
+        shape and float32 scales.
     """
     require_tile(x, "x")
     if x.dtype not in (np.float16, np.float32):
@@ -99,8 +110,12 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}; expected one of {ROUNDINGS}")
     scale_shape(x.shape, granularity)  # validates the granularity
-    if isinstance(qmax, bool) or not isinstance(qmax, (int, np.integer)) or not 1 <= qmax <= 127:
-        raise ValueError(f"qmax must be an integer in [1, 127], got {qmax!r}")
+    largest = UINT8_MAX if unsigned else INT8_MAX
+    qmax = largest if qmax is None else qmax
+    if isinstance(qmax, bool) or not isinstance(qmax, (int, np.integer)) or \
+            not 1 <= qmax <= largest:
+        raise ValueError(f"qmax must be an integer in [1, {largest}], got {qmax!r}")
+    qmin = 0 if unsigned else -qmax
 
     axes = _GRANULE_AXES[granularity]
     x32 = x.astype(np.float32)  # exact for float16 and float32
@@ -115,18 +130,24 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
         else:
             scales = _check_scales(scale, x.shape, granularity).copy()
         inv = np.where(scales == 0, np.float32(0), np.float32(1) / scales).astype(np.float32)
-        y = x32 * inv  # float32 * float32 -> float32, rounded once
-        r = round_to_integer(y, rounding)
+        if not saturate and rounding == "rne":
+            # Unsaturated, round-to-nearest-even: the exact product is
+            # rounded (the GPU's one FMA with the magic constant); float64
+            # holds every product of two float32 exactly.
+            r = np.rint(x32.astype(np.float64) * inv.astype(np.float64)).astype(np.float32)
+        else:
+            y = x32 * inv  # float32 * float32 -> float32, rounded once
+            r = round_to_integer(y, rounding)
         r = np.where(np.isnan(r), np.float32(0), r)  # NaN converts to 0 (saturating cvt)
         if not saturate:
             if scale is None:
                 raise ValueError("saturate=False needs a given scale (a computed absmax "
                                  "scale keeps the clamp)")
             r = np.where(np.isfinite(r), r, np.float32(0))
-            if np.abs(r).max(initial=0) > qmax:
-                raise ValueError(f"quantize with saturate=False: |round(x * inv)| reaches "
-                                 f"{np.abs(r).max():g} > {qmax}")
-        q = np.clip(r, -qmax, qmax).astype(np.int8)
+            if r.size and (r.max() > qmax or r.min() < qmin):
+                raise ValueError(f"quantize with saturate=False: round(x * inv) reaches "
+                                 f"[{r.min():g}, {r.max():g}], outside [{qmin}, {qmax}]")
+        q = np.clip(r, qmin, qmax).astype(np.uint8 if unsigned else np.int8)
     bad = ~(np.isfinite(absmax) & np.isfinite(scales))  # non-finite granules: q = 0
     q[np.broadcast_to(bad, q.shape)] = 0
     return q, scales.astype(np.float32)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sage.reference.matmul import int8_dot
-from sage.reference.quant import quantize
+from sage.reference.quant import INT8_MAX, UINT8_MAX, quantize
 from sage.reference.softmax import softmax_update
 from sage.reference.tiles import to_bf16
 
@@ -61,6 +61,9 @@ class SageBwdConfig:
     smooth_q: bool = False
     block_m: int = 64
     block_n: int = 64
+    #: The forward's key block (None: ``block_n``); with fine scales it sets
+    #: P~'s granule and may differ from the backward's.
+    forward_block_n: int | None = None
     out_dtype: str = "float16"
     #: "fine" (default): Q, K per token, P per key column, dO per channel, dS
     #: per query row for dQ and per key column for dK; "block": one scale per
@@ -70,6 +73,14 @@ class SageBwdConfig:
     def __post_init__(self) -> None:
         if self.scales not in SCALES:
             raise ValueError(f"scales must be one of {list(SCALES)}, got {self.scales!r}")
+        if self.forward_block_n not in (None, self.block_n) and self.scales != "fine":
+            raise ValueError(f"forward_block_n ({self.forward_block_n}) must be block_n "
+                             f"({self.block_n}) with block scales")
+
+    @property
+    def forward_keys(self) -> int:
+        """The forward's key block."""
+        return self.block_n if self.forward_block_n is None else self.forward_block_n
 
     @property
     def fine(self) -> bool:
@@ -107,7 +118,7 @@ class QuantizedInputs:
     Scales are float32, one per block: ``q_scale`` (B, H, ceil(N/block_m)),
     ``k_scale``/``v_scale`` (B, Hkv, ceil(Nkv/block_n)); with fine scales
     ``q_scale`` is (B, H, N) and ``k_scale`` (B, Hkv, Nkv), one per token, and
-    ``v_scale`` (B, Hkv, ceil(Nkv/block_n), D), one per channel of each block
+    ``v_scale`` (B, Hkv, D), one per channel over all the tokens
     (:func:`dequantized_v`). ``k_mean`` is
     (B, Hkv, D) float32 (zeros without K-smoothing); ``q_mean`` is
     (B, H, ceil(N/block_m), D) float32 or None.
@@ -121,6 +132,8 @@ class QuantizedInputs:
     v_q: np.ndarray
     v_scale: np.ndarray
     k_mean: np.ndarray
+    #: The fine granularities (``SageBwdConfig.scales == "fine"``).
+    fine: bool = False
 
 
 @dataclass
@@ -229,7 +242,7 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
     q_mean = np.zeros((batch, heads, nq, d), np.float32) if cfg.smooth_q else None
     k_q, v_q = np.zeros(k.shape, np.int8), np.zeros(v.shape, np.int8)
     k_scale = np.zeros((batch, kv_heads, n_kv if cfg.fine else nk), np.float32)
-    v_scale = np.zeros((batch, kv_heads, nk, d) if cfg.fine else (batch, kv_heads, nk),
+    v_scale = np.zeros((batch, kv_heads, d) if cfg.fine else (batch, kv_heads, nk),
                        np.float32)
     for b in range(batch):
         for h in range(heads):
@@ -253,25 +266,22 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
                     k_scale[b, h, start:stop] = scale[:, 0]
                 else:
                     k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)
-                vs = v[b, h, start:stop].astype(np.float32)
-                if cfg.fine:
-                    v_q[b, h, start:stop], scale = _quantize(vs, "per_channel")
-                    v_scale[b, h, j] = scale[0]
-                else:
+                if not cfg.fine:
+                    vs = v[b, h, start:stop].astype(np.float32)
                     v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(vs)
-    return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean)
-
-
-def _v_scale(saved: QuantizedInputs, b: int, hk: int, j: int) -> np.ndarray:
-    """V^ block j's scales as a float64 (1, D) row (per channel) or (1, 1)."""
-    return np.asarray(saved.v_scale[b, hk, j], np.float64).reshape(1, -1)
+            if cfg.fine:  # per channel over all the tokens
+                v_q[b, h], scale = _quantize(v[b, h].astype(np.float32), "per_channel")
+                v_scale[b, h] = scale[0]
+    return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean, cfg.fine)
 
 
 def dequantized_v(saved: QuantizedInputs, b: int, hk: int, block_n: int) -> np.ndarray:
     """V^ of (b, hk) times its scales, (Nkv, D) float64: per block, or per
-    channel of each block (fine scales)."""
+    channel (fine scales)."""
     v_q = saved.v_q[b, hk].astype(np.float64)
-    scales = np.asarray(saved.v_scale[b, hk], np.float64).reshape(saved.v_scale.shape[2], -1)
+    if saved.fine:
+        return v_q * np.asarray(saved.v_scale[b, hk], np.float64)[None, :]
+    scales = np.asarray(saved.v_scale[b, hk], np.float64)[:, None]
     return v_q * np.repeat(scales, block_n, axis=0)[:v_q.shape[0]]
 
 
@@ -280,11 +290,7 @@ def _qk_scales(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slic
     """The scales of Q^ tile i and K^ tile j as (rows, 1) and (keys, 1) float64
     columns: one per token (fine) or the block's scale repeated."""
     rows, keys = qs.stop - qs.start, ks.stop - ks.start
-    # Both sides: with one query (decode) a per-block Q scale array has as
-    # many entries as tokens.
-    fine = (saved.q_scale.shape[2] == saved.q_q.shape[2]
-            and saved.k_scale.shape[2] == saved.k_q.shape[2])
-    if fine:
+    if saved.fine:
         return (saved.q_scale[b, h, qs].astype(np.float64)[:, None],
                 saved.k_scale[b, hk, ks].astype(np.float64)[:, None])
     return (np.full((rows, 1), np.float64(saved.q_scale[b, h, i])),
@@ -313,10 +319,11 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
     Per query tile, per key tile (causal: up to the diagonal): S from INT8
     Q^ K^^T, masked to -inf, one exp2 online-softmax step, P~ quantized per
-    row with scale p_max / 127 (p_max from the running maxima), O accumulated
-    from INT8 P^ V^ (V^'s scales per block, or per channel of the block with
-    fine scales) after rescaling by alpha. O = acc / l rounded to
-    ``cfg.out_dtype``; LSE = m + log2(l) rounded to float32.
+    row with scale p_max / 127 (p_max from the running maxima; fine scales:
+    unsigned, p_max / 255), O accumulated from P^ V^ times P^'s scales (and
+    V^'s block scale) after rescaling by alpha; with fine scales V^'s
+    channel scales multiply O once, after the last block. O = acc / l
+    rounded to ``cfg.out_dtype``; LSE = m + log2(l) rounded to float32.
     """
     _check_inputs(q, k, v, cfg.causal)
     saved = prepass(q, k, v, cfg)
@@ -333,16 +340,23 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                 l = np.zeros((q1 - q0, 1))
                 acc = np.zeros((q1 - q0, d))
                 stop = min(q0 + cfg.block_m + n_kv - n, n_kv) if cfg.causal else n_kv
-                for j, k0, k1 in blocks(stop, cfg.block_n):
+                for j, k0, k1 in blocks(stop, cfg.forward_keys):
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
                     s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n),
                                  s, -np.inf)
                     p, m, l, alpha, p_max = softmax_update(s, m, l)
-                    p_scale = (p_max.astype(np.float32) / np.float32(127)).astype(np.float32)
-                    p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale)
+                    # Fine scales: unsigned P^ in [0, 255]; else [0, 127].
+                    qmax = UINT8_MAX if cfg.fine else INT8_MAX
+                    p_scale = (p_max.astype(np.float32) / np.float32(qmax)).astype(np.float32)
+                    p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale,
+                                            unsigned=cfg.fine)
                     pv = int8_dot(p_q, saved.v_q[b, hk, k0:k1], 1, 0).astype(np.float64)
-                    acc = acc * alpha + pv * p_scale.astype(np.float64) \
-                        * _v_scale(saved, b, hk, j)
+                    pv = pv * p_scale.astype(np.float64)
+                    if not cfg.fine:
+                        pv = pv * np.float64(saved.v_scale[b, hk, j])
+                    acc = acc * alpha + pv
+                if cfg.fine:  # V's channel scales, once
+                    acc = acc * saved.v_scale[b, hk].astype(np.float64)[None, :]
                 o[b, h, q0:q1] = acc / l
                 lse[b, h, q0:q1] = (m + np.log2(l))[:, 0]
     return ForwardResult(round_to(o, cfg.out_dtype), round_to(lse, "float32"), saved)

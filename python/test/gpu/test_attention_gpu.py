@@ -34,7 +34,8 @@ torch = pytest.importorskip("torch")
 import sage  # noqa: E402
 from sage.attention_checks import AttentionArgumentError  # noqa: E402
 from sage.kernels.sagebwd import torch_ops  # noqa: E402
-from sage.kernels.sagebwd.launch import Tiles, cdiv, int8_v, token_scales  # noqa: E402
+from sage.kernels.sagebwd.launch import (Tiles, cdiv, emulation_blocks, int8_v,  # noqa: E402
+                                         token_scales)
 from sage.reference.sagebwd import (ForwardResult, QuantizedInputs, SageBwdConfig,  # noqa: E402
                                     attention_reference, cosine_similarity,
                                     emulate_backward, emulate_forward, relative_l2,
@@ -163,7 +164,7 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
     """The kernels' pre-pass results in the emulation's shapes."""
     s, tiles = saved.plan.shape, saved.plan.tiles
     nq, nk = cdiv(s.n, tiles.block_m), cdiv(s.n_kv, tiles.block_n)
-    # Fine scales: one per token for Q and K (V stays per block).
+    # Fine scales: one per token for Q and K, one per channel for V.
     q_scales, k_scales = (s.n, s.n_kv) if saved.plan.fine else (nq, nk)
 
     def arr(x, *shape):
@@ -175,16 +176,16 @@ def _quantized_inputs(saved: torch_ops.Saved) -> QuantizedInputs:
         k_q=arr(saved.k_q, s.batch, s.kv_heads, s.n_kv, s.d),
         k_scale=arr(token_scales(saved.k_scale, k_scales), s.batch, s.kv_heads, k_scales),
         v_q=arr(int8_v(saved.v_qt, s.n_kv), s.batch, s.kv_heads, s.n_kv, s.d),
-        v_scale=arr(saved.v_scale, s.batch, s.kv_heads, nk,
-                    *((s.d,) if saved.plan.fine else ())),
-        k_mean=arr(saved.k_mean, s.batch, s.kv_heads, s.d))
+        v_scale=arr(saved.v_scale, s.batch, s.kv_heads, s.d if saved.plan.fine else nk),
+        k_mean=arr(saved.k_mean, s.batch, s.kv_heads, s.d), fine=saved.plan.fine)
 
 
 def _config(case: Case, saved: torch_ops.Saved) -> SageBwdConfig:
-    tiles = saved.plan.tiles
+    blocks = emulation_blocks(saved.plan.tiles, fine_scales=saved.plan.fine,
+                              smooth_q=case.smooth_q)
     return SageBwdConfig(sm_scale=case.sm_scale, causal=case.causal, smooth_k=case.smooth_k,
-                         smooth_q=case.smooth_q, block_m=tiles.block_m,
-                         block_n=tiles.block_n, out_dtype=case.dtype, scales=case.scales)
+                         smooth_q=case.smooth_q, **blocks, out_dtype=case.dtype,
+                         scales=case.scales)
 
 
 def _prepass_differences(got: QuantizedInputs, want: QuantizedInputs) -> dict[str, str]:

@@ -51,6 +51,14 @@ func.func @pv_sigma16(%x: tensor<64x64xf32>, %vt: tensor<64x64xi8>, %s: tensor<1
   return %o : tensor<64x64xf32>
 }
 
+// An unsigned lhs: u8 x s8.
+// CHECK-LABEL: func.func @unsigned_lhs
+// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<u8>, multiplicandBPtxType = #nvvm.mma_type<s8>
+func.func @unsigned_lhs(%p: tensor<64x64xi8>, %vt: tensor<64x64xi8>, %s: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %o = sage.qmatmul %p[%s], %vt[%s] contract(1, 1) lhs_unsigned : tensor<64x64xi8>, tensor<1x1xf32>, tensor<64x64xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+
 // bf16 operands are passed as i32 words.
 // CHECK-LABEL: func.func @dp_bf16
 // CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>

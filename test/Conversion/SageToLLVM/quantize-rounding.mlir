@@ -38,11 +38,14 @@ func.func @computed(%x: tensor<16x32xf32>) -> (tensor<16x32xi8>, tensor<1x1xf32>
 }
 
 // An unsaturated quantize (a given scale that keeps |x * inv| <= 127)
-// rounds the same way without the clamp.
+// rounds without the clamp, and the exact product (sage.quantize): the
+// scaling multiply and the magic-number add are one fma.rn.
 // CHECK-LABEL: func.func @unsaturated
 // CHECK-NOT: arith.maximumf
 // CHECK-NOT: arith.minimumf
-// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rn.f"
+// CHECK-NOT: arith.mulf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.fma.rn.f"(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK-NOT: llvm.nvvm.add.rn.f
 // CHECK-NOT: arith.fptosi
 func.func @unsaturated(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x32xi8> {
   %q, %t = sage.quantize #sage.int8<per_token> %x scale %s unsaturated : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
@@ -65,6 +68,31 @@ func.func @packed(%x: tensor<16x32xf32>, %dst: !sage.ptr<i8> {sage.alignment = 1
   %q, %s = sage.quantize #sage.int8<per_block> %x : tensor<16x32xf32> -> tensor<16x32xi8>, tensor<1x1xf32>
   sage.store %q, %dst[%c0, %c0] strides [%c32, %c1] bounds [%c16, %c32] : tensor<16x32xi8>, !sage.ptr<i8>
   return
+}
+
+// The unsigned scheme: the low byte of the same sum is the u8 (a clamp to
+// [0, 255] where the scale is given and saturating, to 0 alone where it is
+// computed).
+// CHECK-LABEL: func.func @unsigned_given
+// CHECK-DAG: %[[ULO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[UHI:.*]] = arith.constant 2.550000e+02 : f32
+// CHECK: %[[UA:.*]] = arith.maximumf %{{.*}}, %[[ULO]] : f32
+// CHECK-NEXT: %[[UB:.*]] = arith.minimumf %[[UA]], %[[UHI]] : f32
+// CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.add.rn.f"(%[[UB]], %{{.*}})
+// CHECK-NOT: arith.fptoui
+// CHECK-LABEL: func.func @unsigned_computed
+// CHECK: arith.maximumf
+// CHECK-NOT: arith.minimumf
+// CHECK: llvm.call_intrinsic "llvm.nvvm.add.rn.f"
+// CHECK-NOT: arith.fptoui
+// CHECK: return
+func.func @unsigned_given(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x32xi8> {
+  %q, %t = sage.quantize #sage.uint8<per_token> %x scale %s : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  return %q : tensor<16x32xi8>
+}
+func.func @unsigned_computed(%x: tensor<16x32xf32>) -> tensor<16x32xi8> {
+  %q, %t = sage.quantize #sage.uint8<per_token> %x : tensor<16x32xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  return %q : tensor<16x32xi8>
 }
 
 // Rounding half away from zero keeps the generic sequence.

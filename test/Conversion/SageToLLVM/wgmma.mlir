@@ -18,7 +18,9 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.barrier0
 // CHECK: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
+// A zero accumulator is not materialised: the first K step ignores D.
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <zero>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>], A[<s8>, <one>, <row>], B[<s8>, <one>, <col>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NOT: nvvm.wgmma.wait.group
 // CHECK: %[[W:.*]] = llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", {{"(=r,){32}0(,[0-9]+){31}"}} {{.*}} : ({{(i32, ){31}i32}}) -> !llvm.struct<({{(i32, ){31}i32}})>
@@ -36,7 +38,10 @@ func.func @qk(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>
 // Two 64-row blocks for one warpgroup: two chains of K / 16 wgmmas, one
 // group, one wait for both blocks' 64 f32 registers.
 // CHECK-LABEL: func.func @dp
-// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK-NOT: nvvm.wgmma.mma_async
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.wait_group.sync.aligned 0;", {{"(=f,){64}0(,[0-9]+){63}"}}
@@ -67,6 +72,21 @@ func.func @pv(%p: tensor<64x128xi8>, %sp: tensor<1x1xf32>, %v: tensor<64x128xi8>
 func.func @pv_half(%p: tensor<64x64xbf16>, %v: tensor<64x64xbf16>) -> tensor<64x64xf32> {
   %o = sage.matmul %p, %v contract(1, 1) using wgmma_reg_a : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
   return %o : tensor<64x64xf32>
+}
+
+// An unsigned lhs (a #sage.uint8 P^): u8 x s8 products, from registers or
+// from shared memory.
+// CHECK-LABEL: func.func @pv_unsigned
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 {$0
+// CHECK-LABEL: func.func @qk_unsigned
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>], A[<u8>, <one>, <row>], B[<s8>, <one>, <col>]
+func.func @pv_unsigned(%p: tensor<64x128xi8>, %sp: tensor<1x1xf32>, %v: tensor<64x128xi8>, %sv: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %o = sage.qmatmul %p[%sp], %v[%sv] contract(1, 1) lhs_unsigned using wgmma_reg_a : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+func.func @qk_unsigned(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>, %k: tensor<64x128xi8>, %sk: tensor<1x1xf32>) -> tensor<64x64xf32> {
+  %s = sage.qmatmul %q[%sq], %k[%sk] contract(1, 1) lhs_unsigned using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+  return %s : tensor<64x64xf32>
 }
 
 // A register A that a loop carries: its wait is fenced (ptxas moves nothing

@@ -114,6 +114,42 @@ func.func @dequantize(%q: tensor<4x8xi8>, %s: tensor<4x1xf32>) -> tensor<4x8xf32
 
 // -----
 
+// The unsigned scheme: scale absmax / 255 (a divide: 255 is not one of the
+// FMA-exact divisors), negative inputs clamped to 0 (also with a computed
+// scale), bytes converted as unsigned; given an unsaturated scale, no clamp
+// (and the product is not rounded before the rounding: contract).
+// CHECK-LABEL: func.func @quantize_unsigned
+// CHECK-DAG: %[[QMAX:.*]] = arith.constant dense<2.550000e+02> : tensor<4x1xf32>
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<4x8xf32>
+// CHECK: %[[A:.*]] = sage.reduce absmax %{{.*}} axis 1 : tensor<4x8xf32> -> tensor<4x1xf32>
+// CHECK: arith.divf %[[A]], %[[QMAX]]
+// CHECK: %[[R:.*]] = math.roundeven
+// CHECK: %[[C:.*]] = arith.maximumf %[[R]], %[[ZERO]]
+// CHECK-NOT: arith.minimumf
+// CHECK: arith.fptoui %[[C]] : tensor<4x8xf32> to tensor<4x8xi8>
+// CHECK-LABEL: func.func @quantize_unsigned_given
+// An unsaturated quantize rounds the exact product: its multiply contracts.
+// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : tensor<4x8xf32>
+// CHECK: %[[R2:.*]] = math.roundeven
+// CHECK-NOT: arith.maximumf
+// CHECK: arith.fptoui %[[R2]] : tensor<4x8xf32> to tensor<4x8xi8>
+// CHECK-LABEL: func.func @dequantize_unsigned
+// CHECK: arith.uitofp %{{.*}} : tensor<4x8xi8> to tensor<4x8xf32>
+func.func @quantize_unsigned(%x: tensor<4x8xf32>) -> (tensor<4x8xi8>, tensor<4x1xf32>) {
+  %q, %s = sage.quantize #sage.uint8<per_token> %x : tensor<4x8xf32> -> tensor<4x8xi8>, tensor<4x1xf32>
+  return %q, %s : tensor<4x8xi8>, tensor<4x1xf32>
+}
+func.func @quantize_unsigned_given(%x: tensor<4x8xf32>, %sp: tensor<4x1xf32>) -> tensor<4x8xi8> {
+  %q, %s = sage.quantize #sage.uint8<per_token> %x scale %sp unsaturated : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xi8>, tensor<4x1xf32>
+  return %q : tensor<4x8xi8>
+}
+func.func @dequantize_unsigned(%q: tensor<4x8xi8>, %s: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  %x = sage.dequantize #sage.uint8<per_token> %q, %s : tensor<4x8xi8>, tensor<4x1xf32> -> tensor<4x8xf32>
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @softmax_update
 // CHECK-SAME: (%[[S:.*]]: tensor<4x8xf32>, %[[M:.*]]: tensor<4x1xf32>, %[[L:.*]]: tensor<4x1xf32>)
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<4x1xf32>

@@ -322,6 +322,14 @@ func.func @f(%x: tensor<4x8xf16>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf64>) {
+  // expected-error @+1 {{'sage.quantize' op uint8 scheme quantizes f16, bf16 or f32, not 'f64'}}
+  %q, %s = sage.quantize #sage.uint8<per_block> %x : tensor<4x8xf64> -> tensor<4x8xi8>, tensor<1x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf64>) {
   // expected-error @+1 {{'sage.quantize' op int8 scheme quantizes f16, bf16 or f32, not 'f64'}}
   %0, %1 = sage.quantize #sage.int8<per_block> %x : tensor<4x8xf64> -> tensor<4x8xi8>, tensor<1x1xf32>
   return

@@ -71,6 +71,11 @@ func.func @quant(%k: tensor<64x128xbf16>, %p: tensor<64x64xf32>, %sp: tensor<64x
   %q4, %s4 = sage.quantize #sage.int8<per_token> %p scale %sp unsaturated : tensor<64x64xf32>, tensor<64x1xf32> -> tensor<64x64xi8>, tensor<64x1xf32>
   // CHECK: sage.dequantize #sage.int8<per_block> %{{.*}}, %{{.*}} : tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   %d = sage.dequantize #sage.int8<per_block> %q0, %s0 : tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
+  // The unsigned scheme: i8 storage read as unsigned bytes.
+  // CHECK: sage.quantize #sage.uint8<per_token> %{{.*}} scale %{{.*}} unsaturated : tensor<64x64xf32>
+  %q5, %s5 = sage.quantize #sage.uint8<per_token, rne> %p scale %sp unsaturated : tensor<64x64xf32>, tensor<64x1xf32> -> tensor<64x64xi8>, tensor<64x1xf32>
+  // CHECK: sage.dequantize #sage.uint8<per_token, rna> %{{.*}}, %{{.*}} : tensor<64x64xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
+  %d5 = sage.dequantize #sage.uint8<per_token, rna> %q5, %s5 : tensor<64x64xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
   return
 }
 
@@ -89,6 +94,9 @@ func.func @matmuls(%q: tensor<64x128xi8>, %sq: tensor<1x1xf32>,
   // A per-row scale on the non-contracted dimension (P~ V in the forward).
   // CHECK: contract(1, 0) : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   %o = sage.qmatmul %p[%spr], %k[%sk] contract(1, 0) : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
+  // An unsigned lhs (a #sage.uint8 P^).
+  // CHECK: sage.qmatmul %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] contract(1, 0) lhs_unsigned : tensor<64x32xi8>
+  %ou = sage.qmatmul %p[%spr], %k[%sk] contract(1, 0) lhs_unsigned : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
   // A rhs in sigma16 order (V^T as the pre-pass writes it).
   // CHECK: contract(1, 0) rhs_sigma16 : tensor<64x32xi8>
   %o16 = sage.qmatmul %p[%spr], %k[%sk] contract(1, 0) rhs_sigma16 : tensor<64x32xi8>, tensor<64x1xf32>, tensor<32x128xi8>, tensor<1x1xf32> -> tensor<64x128xf32>

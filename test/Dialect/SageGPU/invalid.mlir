@@ -583,3 +583,13 @@ func.func @turns_among_other_warpgroups() {
   return
 }
 }
+
+// -----
+
+#half = #sagegpu.shared<swizzle = 0, bits = 16>
+#mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+func.func @f(%a: !sagegpu.smem<64x64xf16, #half>, %z: tensor<64x64xf32, #mma>) {
+  // expected-error @+1 {{reads an unsigned lhs only of i8, not 'f16'}}
+  %d = sagegpu.dot %a, %a, %z contract(1, 1) lhs_unsigned : !sagegpu.smem<64x64xf16, #half>, !sagegpu.smem<64x64xf16, #half> -> tensor<64x64xf32, #mma>
+  return
+}

@@ -20,3 +20,4 @@ func.func @no_instruction(%a: tensor<64x64xi8, #blocked>, %s: tensor<1x1xf32, #b
   return %r : tensor<64x64xf32, #blocked>
 }
 }
+

@@ -66,7 +66,7 @@
 // HOST90-COUNT-2: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // TMA90: // sage.kernel name=int8_matmul threads=128 shared_memory={{[0-9]+}} global_scratch=256
 // TMA90-NOT: sage.tensor_map
-// TMA90: .version 8.3
+// TMA90: .version 8.4
 // Both maps (64 x 128 INT8 boxes) in the 128-byte swizzle mode (3).
 // TMA90: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
 // TMA90: tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned

@@ -23,7 +23,8 @@ def ConvertSageToLLVM : Pass<"convert-sage-to-llvm", "::mlir::ModuleOp"> {
     reductions (`red.global.add.v2/v4.f32`) on sm_90 from PTX ISA 8.1 on.
   }];
   let options = [
-    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
+    Option<"ptxVersion", "ptx-version", "int",
+           /*default=*/"::mlir::sage::TargetInfo::kDefaultPtxVersion",
            "PTX ISA version x10 the kernel is translated with">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",

@@ -70,8 +70,9 @@ bool isSupportedScalarMath(Operation *op);
 void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
 
 /// Carries consecutive 16-bit float values of every scf.for (after the
-/// tile conversion) as vector<2xT> pairs, one 32-bit register each.
-void packLoopCarriedHalves(ModuleOp module);
+/// tile conversion) as vector<2xT> pairs and consecutive i8 values as
+/// vector<4xi8>, one 32-bit register each.
+void packLoopCarriedWords(ModuleOp module);
 
 class ReduceOp;
 

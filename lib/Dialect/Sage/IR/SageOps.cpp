@@ -275,6 +275,8 @@ LogicalResult DequantizeOp::verify() {
 /// The largest contraction whose int32 sum of i8 products cannot overflow:
 /// 127 * 127 * 131072 < 2^31. It relies on the schemes never producing -128.
 static constexpr int64_t kMaxInt8Contraction = 131072;
+/// The same for an unsigned lhs (u8 x s8 products): 255 * 127 * 65536 < 2^31.
+static constexpr int64_t kMaxUInt8Contraction = 65536;
 
 namespace {
 /// Operand geometry shared by both matmuls.
@@ -322,15 +324,17 @@ static LogicalResult verifyMatmulScale(Operation *op, StringRef which,
   return success();
 }
 
-/// One i8 product of at most kMaxInt8Contraction elements fits its int32
-/// accumulator.
-static LogicalResult verifyInt8Contraction(Operation *op, int64_t k) {
-  if (k <= kMaxInt8Contraction)
+/// One i8 product of at most kMaxInt8Contraction elements (an unsigned
+/// lhs: kMaxUInt8Contraction) fits its int32 accumulator.
+static LogicalResult verifyInt8Contraction(Operation *op, int64_t k,
+                                           bool lhsUnsigned = false) {
+  int64_t most = lhsUnsigned ? kMaxUInt8Contraction : kMaxInt8Contraction;
+  if (k <= most)
     return success();
   return op->emitOpError() << "contraction of " << k
                            << " elements may overflow the int32 accumulator "
                               "(at most "
-                           << kMaxInt8Contraction << ")";
+                           << most << ")";
 }
 
 LogicalResult QMatmulOp::verify() {
@@ -340,7 +344,7 @@ LogicalResult QMatmulOp::verify() {
                         getRhsContractDim(), getResult().getType());
   if (failed(shape))
     return failure();
-  if (failed(verifyInt8Contraction(*this, shape->k)))
+  if (failed(verifyInt8Contraction(*this, shape->k, getLhsUnsigned())))
     return failure();
   if (failed(verifyMatmulScale(*this, "lhs", lhs, getLhsScale().getType(),
                                getLhsContractDim())) ||

@@ -147,7 +147,9 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       return rw.notifyMatchFailure(op, "granules are not axis-aligned");
 
     TileBuilder b(rw, op.getLoc());
-    double qmax = scheme.getQuantMax();
+    double qmax = scheme.getQuantMax(), qmin = scheme.getQuantMin();
+    // An unsigned scheme (qmin 0) stores its values as unsigned bytes.
+    bool isUnsigned = qmin >= 0.0;
     Value x = b.toF32(op.getInput());
     RankedTensorType scaleType = op.getScales().getType();
     Value scales = op.getScale();
@@ -161,7 +163,8 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       scales = divideByQmax(b, absmax, scaleType, qmax);
       // A subnormal scale is flushed to 0 (sage.quantize's semantics): a
       // computed scale is then normal or 0, and with it |x * inv| stays
-      // below Q + 1/2, so such a quantize needs no clamp.
+      // below Q + 1/2, so such a quantize needs no upper clamp (an
+      // unsigned one clamps negative inputs to 0).
       Value smallest =
           b.constant(scaleType, double(std::numeric_limits<float>::min()));
       Value subnormal = arith::CmpFOp::create(
@@ -174,7 +177,17 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
     Value recip = b.div(b.constant(scaleType, 1.0), scales);
     Value isZero = b.equal(scales, zero);
     Value inv = b.select(isZero, zero, recip);
-    Value scaled = b.mul(x, b.broadcastLike(inv, x));
+    // An unsaturated round-to-nearest-even quantize rounds the exact
+    // product (sage.quantize): its multiply may contract with the rounding,
+    // which the GPU lowering does (one FMA with the magic constant).
+    bool exactProduct = op.getScale() && op.getUnsaturated() &&
+                        scheme.getRoundingMode() == RoundingMode::RNE;
+    Value scaled =
+        exactProduct
+            ? arith::MulFOp::create(rw, op.getLoc(), x, b.broadcastLike(inv, x),
+                                    arith::FastMathFlags::contract)
+                  .getResult()
+            : b.mul(x, b.broadcastLike(inv, x));
     Value rounded;
     switch (scheme.getRoundingMode()) {
     case RoundingMode::RNE:
@@ -185,14 +198,21 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
       break;
     }
     Value clamped = rounded;
+    auto tileType = b.f32Tile(shape);
     if (op.getScale() && !op.getUnsaturated()) {
-      auto tileType = b.f32Tile(shape);
-      Value lo = b.constant(tileType, -qmax);
+      Value lo = b.constant(tileType, qmin);
       Value hi = b.constant(tileType, qmax);
       Value atLeastLo = arith::MaximumFOp::create(rw, op.getLoc(), rounded, lo);
       clamped = arith::MinimumFOp::create(rw, op.getLoc(), atLeastLo, hi);
+    } else if (!op.getScale() && isUnsigned) {
+      clamped = arith::MaximumFOp::create(rw, op.getLoc(), rounded,
+                                          b.constant(tileType, qmin));
     }
-    Value q = arith::FPToSIOp::create(rw, op.getLoc(), outType, clamped);
+    Value q = isUnsigned
+                  ? arith::FPToUIOp::create(rw, op.getLoc(), outType, clamped)
+                        .getResult()
+                  : arith::FPToSIOp::create(rw, op.getLoc(), outType, clamped)
+                        .getResult();
     rw.replaceOp(op, {q, scales});
     return success();
   }
@@ -210,8 +230,13 @@ struct DecomposeDequantize : public OpRewritePattern<DequantizeOp> {
             op.getScheme().getGranuleShape(inType.getShape())))
       return rw.notifyMatchFailure(op, "granules are not axis-aligned");
     TileBuilder b(rw, op.getLoc());
-    Value x = arith::SIToFPOp::create(rw, op.getLoc(), op.getOutput().getType(),
-                                      op.getInput());
+    Type outType = op.getOutput().getType();
+    Value x =
+        op.getScheme().getQuantMin() >= 0.0
+            ? arith::UIToFPOp::create(rw, op.getLoc(), outType, op.getInput())
+                  .getResult()
+            : arith::SIToFPOp::create(rw, op.getLoc(), outType, op.getInput())
+                  .getResult();
     rw.replaceOp(op, b.mul(x, b.broadcastLike(op.getScales(), x)));
     return success();
   }

@@ -323,6 +323,8 @@ LogicalResult DotOp::verify() {
   if (lhsElem != rhs.getElementType())
     return emitOpError() << "multiplies " << lhsElem << " by "
                          << rhs.getElementType();
+  if (getLhsUnsigned() && !lhsElem.isInteger(8))
+    return emitOpError() << "reads an unsigned lhs only of i8, not " << lhsElem;
   if (lhsShape[lc] != rhs.getShape()[rc])
     return emitOpError() << "contracts " << lhsShape[lc] << " against "
                          << rhs.getShape()[rc] << " elements";

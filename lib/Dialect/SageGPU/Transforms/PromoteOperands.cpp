@@ -568,9 +568,11 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   // A rhs in sigma16 order takes A from registers in the sigma16 fragment
   // layout (on mma.sync too): each physical k slot then holds the logical
   // column the rhs slot pairs with.
-  bool sigma16 = false;
-  if constexpr (std::is_same_v<OpTy, QMatmulOp>)
+  bool sigma16 = false, lhsUnsigned = false;
+  if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
     sigma16 = op.getRhsSigma16();
+    lhsUnsigned = op.getLhsUnsigned();
+  }
   Value lhs;
   if (kind == MmaKind::WgmmaRegA || sigma16) {
     OpBuilder b(op);
@@ -609,7 +611,8 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
     init = arith::ConstantOp::create(
         b, loc, accType,
         DenseElementsAttr::get(accType, b.getZeroAttr(accElem)));
-  auto dot = DotOp::create(b, loc, accType, lhs, rhs, init, lc, rc);
+  auto dot =
+      DotOp::create(b, loc, accType, lhs, rhs, init, lc, rc, lhsUnsigned);
   Value product = dot;
   // The accumulator encoding decides the instruction (a matmul that
   // accumulates onto a wgmma result shares its encoding).
@@ -683,7 +686,17 @@ struct PromoteOperandsPass
                           "accumulator encoding (sagegpu-assign-layouts)");
           return WalkResult::interrupt();
         }
-        if (auto q = dyn_cast<QMatmulOp>(op))
+        auto q = dyn_cast<QMatmulOp>(op);
+        // u8 x s8 wgmma needs PTX ISA 8.4 (mma.sync has it from 7.x).
+        if (q && q.getLhsUnsigned() && isWgmma(*q.getMma()) &&
+            ptxVersion <
+                static_cast<int>(TargetInfo::kMixedIntegerWgmmaMinPtxVersion)) {
+          op->emitOpError() << "with lhs_unsigned on wgmma needs PTX ISA "
+                               "version 8.4 or later (ptx-version="
+                            << static_cast<int>(ptxVersion) << ")";
+          return WalkResult::interrupt();
+        }
+        if (q)
           promote(q, promoter);
         else
           promote(cast<MatmulOp>(op), promoter);

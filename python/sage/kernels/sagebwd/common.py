@@ -121,11 +121,6 @@ def load_vector(ptr, index, D: int):
     return sl.load(slice_of(ptr, index, 1, D), (1, D), (0, 0), (0, 1), (1, D))
 
 
-def load_vector_column(ptr, index, D: int):
-    """Row ``index`` of a ``(X, D)`` f32 array as a ``D x 1`` tile."""
-    return sl.load(slice_of(ptr, index, 1, D), (D, 1), (0, 0), (1, 0), (D, 1))
-
-
 def store_vector(ptr, value, index, D: int) -> None:
     """Writes a ``1 x D`` tile as row ``index`` of a ``(X, D)`` array."""
     sl.store(slice_of(ptr, index, 1, D), value, (0, 0), (0, 1), (1, D))
@@ -133,15 +128,14 @@ def store_vector(ptr, value, index, D: int) -> None:
 
 def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
                       PER_TOKEN: bool = False, transposed_stride=None,
-                      PER_CHANNEL: bool = False, scale_rows=None) -> None:
+                      scale_rows=None) -> None:
     """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
     Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
     PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
     :func:`load_scale`; ``scale_rows``, default ``rows``, is that array's row
     length: a padded one gets the 0 scales of the zero rows past ``rows`` up
-    to it), or with PER_CHANNEL one per column (row ``block`` of slice ``bh``
-    of a (X, nblocks, D) array). Rows of ``x`` past ``rows`` must already be 0
+    to it). Rows of ``x`` past ``rows`` must already be 0
     (they are not stored, but they take part in a block's absmax). With
     ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
     transposed_stride) tensor (:func:`store_transposed_rows`).
@@ -149,9 +143,6 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
         store_row_stat(scale_ptr, scale, bh, row, rows if scale_rows is None else scale_rows)
-    elif PER_CHANNEL:
-        x_q, scale = sl.quantize(x, sl.int8_per_channel)
-        store_vector(scale_ptr, scale, bh * nblocks + block, D)
     else:
         x_q, scale = sl.quantize(x, sl.int8_per_block)
         store_block_scale(scale_ptr, scale, bh, block, nblocks)

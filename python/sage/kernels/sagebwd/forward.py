@@ -1,103 +1,200 @@
 """The SageBwd forward (spec 4.1 step 3-4): INT8 Q K^T, exp2 online softmax,
 per-token INT8 P~, INT8 P~ V, then O and the LSE.
 
-Grid: (ceil(N / BLOCK_M), H, B); one program owns one query block of one
-(batch, query head) and walks the key blocks of its kv head.
+One program owns BLOCK_M query rows of one (batch, query head) and walks the
+key blocks of its kv head, in the FlashAttention forward's structure
+(:mod:`sage.kernels.flash.kernels`):
+
+* every INT8 operand is read through a view whose batch and head are leading
+  dimensions (Q^ and K^ as (B, heads, rows, D), V^T as (B, Hkv, D, padded
+  keys)), so the compiler copies its tiles by TMA with maps encoded on the
+  host, pipelined ``STAGES`` deep; with ``WARP_SPECIALIZE`` a producer
+  warpgroup issues the K^ and V^T copies and the consumer warpgroups (64
+  query rows each) meet it at mbarriers only, and with ``PING_PONG`` they
+  take turns issuing their matmuls;
+* with ``SKEWED`` the loop is skewed by one key block: a trip issues
+  S(j+1) = Q^ K^(j+1)^T, then P^(j) V^(j), and the softmax of block j+1
+  runs while the second is on the tensor cores (FlashAttention-3's
+  intra-warpgroup overlap); without, a trip runs in dependency order (fewer
+  registers: no S beside an in-flight P^ V^). P^ feeds the tensor cores
+  from the registers it was quantized in (V^T's keys are in sigma16 order);
+* O is written by the copy engine with ``TMA_STORE``.
+
+Grid: (ceil(N / BLOCK_M), H, B); causal programs take the longest query
+blocks first.
 """
 
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, key_bias, kv_head_of,
-                                         load_block_scale, load_rows, load_scale,
-                                         load_transposed_block, load_vector,
-                                         load_vector_column, padded_tokens, smoothing_bias,
-                                         program_head, store_row_stat, store_strided_rows,
-                                         visible)
+from sage.kernels.sagebwd.common import (cdiv, key_bias, kv_head_of, load_block_scale,
+                                         load_scale, load_vector, padded_tokens,
+                                         smoothing_bias, visible)
 
 
 def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
-                    N, N_KV, H, H_KV, stride_ob, stride_oh, stride_on, stride_vtd,
+                    N, N_KV, BATCH, H, H_KV, stride_ob, stride_oh, stride_on, stride_vtd,
                     D: sl.constexpr,
                     BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
                     SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False,
-                    GROUP: sl.constexpr = 1):
-    """O and LSE of one query block.
+                    GROUP: sl.constexpr = 1, STAGES: sl.constexpr = 2,
+                    WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
+                    TMA_STORE: sl.constexpr = False, SKEWED: sl.constexpr = True):
+    """O and LSE of one block of BLOCK_M query rows.
 
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
     SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
     means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
-    i8, V^ transposed (key-contiguous: the PV operand is copied straight to
-    shared memory), its tokens in sigma16 order; *_scale: one f32 per block
-    (with FINE_SCALES Q and K one per token, rows padded to 16 tokens, and V
-    one per channel of the block). o (B, H, N, D) with
-    strides ``stride_o*``: f16, bf16 or f32 (the element type of the pointer);
-    lse (B*H, N) f32 = m + log2(l), log2 units, smoothed-logit domain.
-    CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal block.
-    Only the key blocks that need it are masked (the key tail, the causal
-    diagonal): the loop is split in two, the first part mask-free.
+    i8, V^ transposed (key-contiguous: K-major for the tensor cores), its
+    tokens in sigma16 order; *_scale: one f32 per block (with FINE_SCALES Q
+    and K one per token, rows padded to 16 tokens, and V one per channel over
+    all its tokens: v_scale (B*Hkv, D)). P~ is quantized per token to [0,
+    127], or with FINE_SCALES to unsigned bytes in [0, 255]. o (B, H, N, D)
+    with strides ``stride_o*``: f16, bf16 or f32 (the element type of the
+    pointer); lse (B, H, N) f32 = m + log2(l), log2 units, smoothed-logit
+    domain.
+    CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal
+    block. Only the key blocks that need it are masked (the key tail, the
+    causal diagonal, and block 0, which opens the skewed loop): the loop is
+    split in two, the first part mask-free.
     """
+    blocks = cdiv(N, BLOCK_M)
     block = sl.program_id(0)
-    batch, head, bh = program_head(H)
-    kv = batch * H_KV + kv_head_of(head, GROUP)
+    if CAUSAL:
+        # The last query blocks see the most keys: start them first, so the
+        # short programs fill the last wave instead of the long ones.
+        block = blocks - 1 - block
+    head, batch = sl.program_id(1), sl.program_id(2)
+    kv_head = kv_head_of(head, GROUP)
+    bh = batch * H + head
+    kv = batch * H_KV + kv_head
     row = block * BLOCK_M
     nkv_blocks = cdiv(N_KV, BLOCK_N)
-    qt = load_rows(q_q, bh, row, N, BLOCK_M, D)
-    # Per token, Q's scales are read like K's, over their padded row (0
-    # past N): whole pairs, and a bound of their own. Bounded by N, their
-    # row predicates would be the O store's (one expression), held through
-    # both loops; at the D=64 forward's 128-register cap ptxas spilled them.
-    sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
-    qbar = load_vector(q_mean, bh * cdiv(N, BLOCK_M) + block, D) if SMOOTH_Q else None
 
-    def attend(col, m, l, acc, MASKED: bool):
-        """One key block: S, the online softmax, P~ and P~ V (masked or not)."""
-        kblock = col // BLOCK_N
-        kt = load_rows(k_q, kv, col, N_KV, BLOCK_N, D)
-        # V^ too, first: its copy to shared memory is in flight while S and
-        # P are computed. Past N_KV the padded columns are 0, and so is P.
-        vt = load_transposed_block(v_qt, kv, col, stride_vtd, stride_vtd, BLOCK_N, D)
-        # The K scales' rows are padded to 16 tokens: whole pairs load as
-        # one access.
-        sk = load_scale(k_scale, kv, kblock, col, padded_tokens(N_KV), BLOCK_N, FINE_SCALES)
-        s = sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
+    def tokens(x, h, heads, at, count, BLOCK):
+        """The ``BLOCK x D`` INT8 tile at token ``at`` of (``batch``, ``h``) of
+        a contiguous (B * heads, count, D) tensor, seen as (B, heads, count,
+        D); 0 past ``count``."""
+        return sl.load(x, (BLOCK, D), (batch, h, at, 0),
+                       (heads.to(sl.int64) * count * D, count * D, D, 1),
+                       (BATCH, heads, count, D))
+
+    qt = tokens(q_q, head, H, row, N, BLOCK_M)
+    # Per token, Q's scales are read over their padded row (0 past N).
+    sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
+    qbar = load_vector(q_mean, bh * blocks + block, D) if SMOOTH_Q else None
+    one = sl.full((1, 1), 1.0, sl.float32)
+    # S = row_scale * T: Q's scale, a positive factor per row, is applied in
+    # the softmax (the row max of T scaled once per row, each exponent one
+    # FMA) instead of once per element. A zero scale (a zero Q row, the
+    # rows past N) becomes the smallest normal: its logits stay 0 in effect
+    # and a masked -inf stays -inf (0 * -inf would be NaN). Q-smoothing adds
+    # a per-column term to S: there T is S itself.
+    row_scale = one if SMOOTH_Q else sl.maximum(sq, 1.1754943508222875e-38)
+
+    def scores(col):
+        """T of the key block at ``col`` (f32, in flight until used)."""
+        kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
+        # The K scales' rows are padded to 16 tokens: whole pairs load as one access.
+        sk = load_scale(k_scale, kv, col // BLOCK_N, col, padded_tokens(N_KV), BLOCK_N,
+                        FINE_SCALES)
         if SMOOTH_Q:
-            s = s + smoothing_bias(qbar, kt, sk, FINE_SCALES)
+            return (sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
+                    + smoothing_bias(qbar, kt, sk, FINE_SCALES))
+        return sl.qmatmul(qt, one, kt, sk, contract=(1, 1))
+
+    def probabilities(t, col, m, l, MASKED: bool):
+        """The online softmax of one key block (exp2; S = row_scale * T) and
+        P~ quantized per token: P^, its scales, the new row statistics and
+        alpha, the factor that rescales O to the new max."""
         if MASKED and CAUSAL:
-            s = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), s, float("-inf"))
+            t = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), t, float("-inf"))
         elif MASKED:
-            s = s + key_bias(col, N_KV, BLOCK_N)
-        p, m, l, alpha, p_max = sl.softmax_update(s, m, l)
-        # Per-token P~ scale from the running maxima: no extra max pass (spec 4.1).
-        # P <= p_max, so P / (p_max / 127) rounds into [0, 127]: no clamp.
-        p_q, p_scale = sl.quantize(p, sl.int8_per_token, scale=p_max / 127.0, saturate=False)
-        if FINE_SCALES:  # per channel of the block: a D x 1 column of V^T's rows
-            sv = load_vector_column(v_scale, kv * nkv_blocks + kblock, D)
-        else:
-            sv = load_block_scale(v_scale, kv, kblock, nkv_blocks)
-        # v_qt's tokens are in sigma16 order: P^ feeds the tensor cores from
-        # the registers the softmax left it in.
-        acc = sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), acc=acc * alpha,
-                         rhs_sigma16=True)
+            t = t + key_bias(col, N_KV, BLOCK_N)
+        block_max = sl.max(t, 1) * row_scale
+        new_m = sl.maximum(m, block_max)
+        # A row with no key yet (all -inf) keeps base 0: exp2 gives 0, not NaN.
+        base = sl.where(new_m == float("-inf"), 0.0, new_m)
+        p = sl.exp2(sl.fma(t, row_scale, -base))
+        alpha = sl.exp2(m - base)
+        # Per-token P~ scale from the block's row max: no extra max pass
+        # (spec 4.1). P <= p_max, so P / (p_max / Q) rounds into [0, Q]: no
+        # clamp. With FINE_SCALES P~ >= 0 takes unsigned bytes (Q = 255,
+        # twice the resolution; docs/sagebwd.md), else the papers' [0, 127].
+        scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
+        p_max = sl.exp2(block_max - base)
+        p_q, p_scale = sl.quantize(p, scheme, scale=p_max / float(scheme.qmax),
+                                   saturate=False)
+        return p_q, p_scale, new_m, alpha * l + sl.sum(p, 1), alpha
+
+    def values(p_q, p_scale, col):
+        """P^ V^ over the key block at ``col``, scaled by P^'s row scales
+        (and, block scales, by V^'s block scale: one factor per row), in
+        flight until used. P^ is the A operand from the registers the
+        softmax left it in (V^T's keys are in sigma16 order). Without an
+        accumulator operand the product is waited for where it is first
+        used. V's fine scales, one per channel over all the keys, are
+        applied to O once, after the loop."""
+        vt = sl.load(v_qt, (D, BLOCK_N), (batch, kv_head, 0, col),
+                     (H_KV.to(sl.int64) * D * stride_vtd, D * stride_vtd, stride_vtd, 1),
+                     (BATCH, H_KV, D, stride_vtd))
+        sv = one if FINE_SCALES else load_block_scale(v_scale, kv, col // BLOCK_N, nkv_blocks)
+        return sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), rhs_sigma16=True)
+
+    def trip(col, p_q, p_scale, m, l, alpha, acc, MASKED: bool):
+        """One trip of the skewed loop: S of the block at ``col``, then P^ V^
+        of the block before, then the softmax of ``col``'s block (which waits
+        for the first matmul only), then O rescaled by the block before's
+        alpha and P^ V^ added (one FMA per element)."""
+        s = scores(col)
+        pv = values(p_q, p_scale, col - BLOCK_N)
+        p_q, p_scale, m, l, next_alpha = probabilities(s, col, m, l, MASKED)
+        return p_q, p_scale, m, l, next_alpha, sl.fma(acc, alpha, pv)
+
+    def in_order(first, last, m, l, acc, MASKED: bool):
+        """The key blocks from ``first`` to ``last``, each in dependency
+        order: S, the softmax, P^ V^ added to O."""
+        for col in sl.range(first, last, BLOCK_N, num_stages=STAGES,
+                            warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
+            p_q, p_scale, m, l, alpha = probabilities(scores(col), col, m, l, MASKED)
+            acc = sl.fma(acc, alpha, values(p_q, p_scale, col))
         return m, l, acc
 
-    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
-    l = sl.zeros((BLOCK_M, 1), sl.float32)
-    acc = sl.zeros((BLOCK_M, D), sl.float32)
     # Key blocks before `unmasked` need no mask: every key exists and, when
     # causal, every query of the block sees every key. The rest (the key
-    # tail, the causal diagonal) are masked.
+    # tail, the causal diagonal) are masked. Block 0 opens the loop, masked
+    # (the mask is exact for any block, and Nkv >= 1 makes it exist), and
+    # the last P^ V^ closes it.
     stop = N_KV
     unmasked = (N_KV // BLOCK_N) * BLOCK_N
     if CAUSAL:
         # Bottom-right aligned: query row + i sees keys up to row + i + (N_KV - N).
         stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
         unmasked = sl.minimum(((row + (N_KV - N) + 1) // BLOCK_N) * BLOCK_N, unmasked)
-    for col in sl.range(0, unmasked, BLOCK_N, num_stages=2):
-        m, l, acc = attend(col, m, l, acc, False)
-    for masked_col in sl.range(unmasked, stop, BLOCK_N, num_stages=2):
-        m, l, acc = attend(masked_col, m, l, acc, True)
-    out = acc / l
-    store_strided_rows(head_base(o, batch, head, stride_ob, stride_oh),
-                       out.to(o.dtype.element), row, N, stride_on, D)
-    store_row_stat(lse, m + sl.log2(l), bh, row, N)
+    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
+    l = sl.zeros((BLOCK_M, 1), sl.float32)
+    acc = sl.zeros((BLOCK_M, D), sl.float32)
+    if SKEWED:
+        # O starts at 0 (whatever alpha, the first block's, multiplies it).
+        p_q, p_scale, m, l, alpha = probabilities(scores(0), 0, m, l, True)
+        for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
+                            warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
+            p_q, p_scale, m, l, alpha, acc = trip(col, p_q, p_scale, m, l, alpha, acc, False)
+        for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
+                                   num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
+                                   ping_pong=PING_PONG):
+            p_q, p_scale, m, l, alpha, acc = trip(masked_col, p_q, p_scale, m, l, alpha,
+                                                  acc, True)
+        acc = sl.fma(acc, alpha, values(p_q, p_scale, ((stop - 1) // BLOCK_N) * BLOCK_N))
+    else:
+        # In dependency order: fewer registers (no S beside an in-flight
+        # P^ V^), the overlap left to the other programs on the SM.
+        m, l, acc = in_order(0, unmasked, m, l, acc, False)
+        m, l, acc = in_order(unmasked, stop, m, l, acc, True)
+    if FINE_SCALES:
+        acc = acc * load_vector(v_scale, kv, D)
+    sl.store(o, (acc / l).to(o.dtype.element), (batch, head, row, 0),
+             (stride_ob, stride_oh, stride_on, 1), (BATCH, H, N, D), tma=TMA_STORE)
+    # LSE is (B, H, N) contiguous: strides in i64.
+    sl.store(lse, m + sl.log2(l), (batch, head, row, 0), (H.to(sl.int64) * N, N, 1, 0),
+             (BATCH, H, N, 1))

@@ -16,10 +16,10 @@ import numpy as np
 
 import sage.language as sl
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
-                                         Strides, Tiles, backward_buffers, constexprs,
-                                         forward_buffers, forward_sequence, grids,
-                                         runtime_args, scalar_args, stride_args,
-                                         int8_v)
+                                         ForwardTiles, Strides, Tiles, backward_buffers,
+                                         constexprs, forward_buffers, forward_sequence,
+                                         grids, int8_v, runtime_args, scalar_args,
+                                         stride_args)
 from sage.reference.sagebwd import SageBwdConfig
 
 _DTYPES = {"float16": (sl.float16, np.float16), "bfloat16": (sl.bfloat16, np.float32),
@@ -61,7 +61,7 @@ def _allocate(specs: dict[str, BufferSpec]) -> dict[str, np.ndarray]:
 
 def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConfig,
          values: dict, store_p_ds: bool = False) -> None:
-    all_grids = grids(shape, tiles)
+    all_grids = grids(shape, tiles, fine_scales=cfg.fine, smooth_q=cfg.smooth_q)
     for name in sequence:
         sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
                      constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
@@ -103,7 +103,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     """
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-    tiles = Tiles(cfg.block_m, cfg.block_n)
+    tiles = Tiles(cfg.block_m, cfg.block_n,
+                  forward=ForwardTiles(cfg.block_m, 4, block_n=cfg.forward_keys))
     if cfg.causal and n > shape.n_kv:
         raise ValueError(f"causal needs seq <= seq_kv, got {n} and {shape.n_kv}")
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),
@@ -114,7 +115,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     for name, tensor in tensors.items():
         values[name] = tensor.buffer
         values.update(stride_args(name, tensor.strides))
-    _run(forward_sequence(cfg.smooth_k), shape, tiles, cfg, values)
+    _run(forward_sequence(cfg.smooth_k, cfg.fine), shape, tiles, cfg, values)
     # The INT8 V as (B*Hkv, Nkv, D): a view of the kernels' transposed copy.
     v_q = int8_v(buffers["v_qt"], shape.n_kv)
     saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"], v_q=v_q,

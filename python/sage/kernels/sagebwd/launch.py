@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -24,7 +24,7 @@ from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
-from sage.kernels.sagebwd.prepass import k_mean_kernel, quantize_kv_kernel, quantize_q_kernel
+from sage.kernels.sagebwd.prepass import kv_stats_kernel, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
 
@@ -49,80 +49,155 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Tiles:
-    """Block sizes (query rows, key rows), warps per program and register caps.
+class ForwardTiles:
+    """The forward kernel's own plan: query rows per program (64 per
+    consumer warpgroup on wgmma), warps, a register cap, the key blocks in
+    flight (``stages``), keys per block (``block_n``), a producer warpgroup
+    (``warp_specialize``: it issues the K and V copies; needs ``stages >= 2``
+    and no ``maxnreg``), consumer warpgroups that take turns issuing their
+    matmuls (``ping_pong``: needs the producer and 8 warps), O written by
+    the copy engine (``tma_store``) and the loop skewed by one key block
+    (``skewed``: the next S on the tensor cores during the softmax; else in
+    dependency order, with fewer registers)."""
 
-    Every kernel shares the block sizes (they fix the quantization blocks the
-    pre-pass writes and the other kernels read); ``forward_warps``, when set,
-    launches the forward with its own warp count (:meth:`warps`), and
-    ``forward_maxnreg`` caps its registers per thread (:meth:`options`).
+    block_m: int
+    num_warps: int
+    maxnreg: int | None = None
+    stages: int = 2
+    #: Keys per block (None: the Tiles' block_n).
+    block_n: int | None = None
+    warp_specialize: bool = False
+    ping_pong: bool = False
+    tma_store: bool = False
+    skewed: bool = True
+
+    def __post_init__(self) -> None:
+        if self.warp_specialize and (self.stages < 2 or self.maxnreg is not None):
+            raise ValueError("warp_specialize needs stages >= 2 and no maxnreg, got "
+                             f"stages={self.stages}, maxnreg={self.maxnreg}")
+        if self.ping_pong and not (self.warp_specialize and self.num_warps == 8):
+            raise ValueError("ping_pong needs warp_specialize and num_warps=8, got "
+                             f"warp_specialize={self.warp_specialize}, "
+                             f"num_warps={self.num_warps}")
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Block sizes (query rows, key rows) and warps per program, and the
+    forward's own plan.
+
+    Every kernel shares the key block (the pre-pass quantizes V per BLOCK_N
+    block) and, unless the forward may have its own (:meth:`forward_tiles`),
+    the query block; ``forward`` (default: ``block_m`` rows on
+    ``num_warps`` warps, one stage) plans the forward kernel.
     """
 
     block_m: int = 64
     block_n: int = 64
     num_warps: int = 4
-    forward_warps: int | None = None
-    forward_maxnreg: int | None = None
+    forward: ForwardTiles | None = None
 
-    def warps(self, kernel: str) -> int:
-        """Warps per program of the kernel named ``kernel``."""
-        if kernel == "sagebwd_forward" and self.forward_warps is not None:
-            return self.forward_warps
+    def forward_tiles(self, fine_scales: bool, smooth_q: bool) -> ForwardTiles:
+        """The forward's plan, its ``block_n`` filled in. Its query block may
+        differ from ``block_m`` only with fine scales and without
+        Q-smoothing (the per-block Q scales and means are per ``block_m``
+        rows, and the backward reads them), its key block from ``block_n``
+        only with fine scales (block scales of K and V are per ``block_n``
+        keys).
+
+        Raises:
+            ValueError: a forward block that the quantization cannot follow.
+        """
+        plan = self.forward or ForwardTiles(self.block_m, self.num_warps)
+        if plan.block_n is None:
+            plan = replace(plan, block_n=self.block_n)
+        if plan.block_m != self.block_m and not (fine_scales and not smooth_q):
+            raise ValueError(f"the forward's block_m ({plan.block_m}) must be block_m "
+                             f"({self.block_m}) with block scales or Q-smoothing")
+        if plan.block_n != self.block_n and not fine_scales:
+            raise ValueError(f"the forward's block_n ({plan.block_n}) must be block_n "
+                             f"({self.block_n}) with block scales")
+        return plan
+
+    def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
+        """Warps per program of the kernel named ``kernel`` (the consumers'
+        of a warp-specialised forward)."""
+        if kernel == "sagebwd_forward":
+            return self.forward_tiles(fine_scales, smooth_q).num_warps
         return self.num_warps
 
-    def options(self, kernel: str) -> dict[str, int | None]:
+    def options(self, kernel: str, *, fine_scales: bool,
+                smooth_q: bool) -> dict[str, int | None]:
         """The launch options of the kernel named ``kernel``: ``num_warps``
         and ``maxnreg`` (keyword arguments of a launch or of ``sl.trace``)."""
-        maxnreg = self.forward_maxnreg if kernel == "sagebwd_forward" else None
-        return {"num_warps": self.warps(kernel), "maxnreg": maxnreg}
+        maxnreg = self.forward_tiles(fine_scales, smooth_q).maxnreg \
+            if kernel == "sagebwd_forward" else None
+        return {"num_warps": self.warps(kernel, fine_scales=fine_scales, smooth_q=smooth_q),
+                "maxnreg": maxnreg}
 
 
-def default_tiles(d: int, smooth_q: bool = False) -> Tiles:
-    """Block sizes, warps and register caps that compile for sm_90a without
+def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True) -> Tiles:
+    """Block sizes, warps and the forward plan, compiled for sm_90a without
     spills in loops (ptxas -v).
 
-    D=64: 64 x 64 tiles, every kernel on one warpgroup (4 warps), so every
-    matmul of the forward and the backward selects wgmma (255 registers in
-    the backward, no spills). Without ``smooth_q`` the forward is capped at
-    128 registers (168 uncapped): four programs per SM instead of three,
-    1.06-1.07x faster (bench/results/2026-11-25-h100-ab.md), and without
-    spills. With Q-smoothing the cap would spill inside the loops.
+    The backward: D=64 on 64 x 64 tiles and one warpgroup (4 warps), so every
+    matmul selects wgmma (255 registers, no spills); D=128 on 64 x 64 tiles
+    and 8 warps (mma.sync; on one warpgroup it spills). 64 x 32 tiles were
+    1.48x slower forward+backward at D=128 (B4 H32 N4K: 63.5 against 42.9
+    ms, bench/results/2026-11-23-h100-attention-speed-wgmma4.md); 64 x 64
+    needs the fine scales' per-channel V (one scale per block of 64 x 128 put
+    O's error at sigma = 1 at 1.06x the paper's Table 1).
 
-    D=128: 64 x 64 tiles, 8 warps (mma.sync backward; on one warpgroup it
-    spills), the forward on one warpgroup (wgmma). 64 x 32 tiles were 1.48x
-    slower forward+backward (B4 H32 N4K: 63.5 against 42.9 ms,
-    bench/results/2026-11-23-h100-attention-speed-wgmma4.md); 64 x 64 needs
-    the fine scales' per-channel V (one scale per block of 64 x 128 put O's
-    error at sigma = 1 at 1.06x the paper's Table 1).
+    The forward: 64 query rows on one warpgroup, two key blocks in flight,
+    each trip in dependency order, O by the copy engine; with fine scales
+    128 keys per block (P~ is then quantized to unsigned bytes and V per
+    channel, which keep O's error at 0.86x the paper's at sigma = 1; 64-key
+    blocks with block scales, and with Q-smoothing, whose K tile in
+    registers would spill at 128 keys). On the H100 at B4 H32 N4K
+    (bench/results/2026-11-26-h100-forward-plans*.md) this was the fastest
+    plan at both head dims: 1.25-1.36x the 128-row plan with a producer
+    warpgroup and 64-key blocks (ping-pong, three stages and a skewed loop
+    did not help: the kernel is issue-bound, and a second program per SM
+    hides latency as well as a producer does).
     """
-    if d == 64:
-        return Tiles(64, 64, 4, forward_maxnreg=None if smooth_q else 128)
-    return Tiles(64, 64, 8, forward_warps=4)
+    forward = ForwardTiles(64, 4, block_n=128 if fine_scales and not smooth_q else None,
+                           skewed=False, tma_store=True)
+    return Tiles(64, 64, 4 if d == 64 else 8, forward=forward)
 
 
-def grids(shape: Shape, tiles: Tiles) -> dict[str, tuple[int, ...]]:
+def emulation_blocks(tiles: Tiles, *, fine_scales: bool, smooth_q: bool) -> dict[str, int]:
+    """The block sizes of the float64 emulation that follows ``tiles``
+    (``SageBwdConfig``'s ``block_m``, ``block_n`` and ``forward_block_n``)."""
+    return {"block_m": tiles.block_m, "block_n": tiles.block_n,
+            "forward_block_n": tiles.forward_tiles(fine_scales, smooth_q).block_n}
+
+
+def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool,
+          smooth_q: bool) -> dict[str, tuple[int, ...]]:
     """The launch grid of every kernel, by kernel name."""
     b, h, hkv = shape.batch, shape.heads, shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
+    forward_blocks = cdiv(shape.n, tiles.forward_tiles(fine_scales, smooth_q).block_m)
     # (blocks, heads, batch): the kernels read head and batch from their own
     # axes (common.program_head), with no integer division.
     return {
-        "k_mean_kernel": (hkv, b),
+        "kv_stats_kernel": (hkv, b),
         "quantize_q_kernel": (nq, h, b),
         "quantize_kv_kernel": (nk, hkv, b),
-        "sagebwd_forward": (nq, h, b),
+        "sagebwd_forward": (forward_blocks, h, b),
         "sagebwd_backward_prepass": (nq, h, b),
         "sagebwd_backward": (nk, h, b),
     }
 
 
-KERNELS = {f.__name__: f for f in (k_mean_kernel, quantize_q_kernel, quantize_kv_kernel,
+KERNELS = {f.__name__: f for f in (kv_stats_kernel, quantize_q_kernel, quantize_kv_kernel,
                                    sagebwd_forward, sagebwd_backward_prepass,
                                    sagebwd_backward)}
 
 
 # The constexprs each kernel reads (for enumerating its variants).
-FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
+FLAGS = {"kv_stats_kernel": ("smooth_k", "fine_scales"),
+         "quantize_q_kernel": ("smooth_q", "fine_scales"),
          "quantize_kv_kernel": ("smooth_k", "fine_scales"),
          "sagebwd_forward": ("causal", "smooth_q", "fine_scales"),
          "sagebwd_backward_prepass": ("fine_scales",),
@@ -134,20 +209,32 @@ FLAGS = {"k_mean_kernel": (), "quantize_q_kernel": ("smooth_q", "fine_scales"),
 # per query row (dQ) and per key column (dK). docs/sagebwd.md says why.
 
 
+def forward_constexprs(shape: Shape, tiles: Tiles, *, causal: bool, smooth_q: bool,
+                       fine_scales: bool) -> dict[str, object]:
+    """The forward kernel's constexprs (its plan: :meth:`Tiles.forward_tiles`)."""
+    plan = tiles.forward_tiles(fine_scales, smooth_q)
+    return dict(D=shape.d, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, CAUSAL=causal,
+                SMOOTH_Q=smooth_q, FINE_SCALES=fine_scales,
+                GROUP=shape.heads // shape.kv_heads, STAGES=plan.stages,
+                WARP_SPECIALIZE=plan.warp_specialize, PING_PONG=plan.ping_pong,
+                TMA_STORE=plan.tma_store, SKEWED=plan.skewed)
+
+
 def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
                smooth_k: bool = True, smooth_q: bool = False,
                store_p_ds: bool = False, fine_scales: bool = False,
                direct_kv: bool = False) -> dict[str, object]:
     """The constexpr arguments of kernel ``name`` (``direct_kv``: see
     :func:`backward_buffers`)."""
+    if name == "sagebwd_forward":
+        return forward_constexprs(shape, tiles, causal=causal, smooth_q=smooth_q,
+                                  fine_scales=fine_scales)
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     group = shape.heads // shape.kv_heads
     return {
-        "k_mean_kernel": dict(D=d, BLOCK_N=bn),
+        "kv_stats_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
         "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q, FINE_SCALES=fine),
         "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
-        "sagebwd_forward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, SMOOTH_Q=smooth_q,
-                                FINE_SCALES=fine, GROUP=group),
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                                  SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds,
@@ -210,7 +297,8 @@ def scalar_args(shape: Shape, sm_scale: float) -> dict[str, Any]:
     strides of ``v_qt`` and ``do_qt``, :func:`padded_tokens` of Nkv and N) and the
     two float factors (as the f32 values the
     kernels use: ``qk_scale`` = sm_scale * log2 e, and ``sm_scale``)."""
-    return {"N": shape.n, "N_KV": shape.n_kv, "H": shape.heads, "H_KV": shape.kv_heads,
+    return {"N": shape.n, "N_KV": shape.n_kv, "BATCH": shape.batch, "H": shape.heads,
+            "H_KV": shape.kv_heads,
             "stride_vtd": padded_tokens(shape.n_kv), "stride_dotd": padded_tokens(shape.n),
             "qk_scale": float(qk_scale(sm_scale)), "sm_scale": float(np.float32(sm_scale))}
 
@@ -258,7 +346,7 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
     """What the pre-pass and the forward write (O aside: its dtype and layout
     are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k).
     With ``fine_scales`` Q and K have one scale per token and V one per channel
-    of each block."""
+    over all its tokens."""
     b, d = shape.batch, shape.d
     bh, bhkv = b * shape.heads, b * shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
@@ -278,7 +366,8 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)
         # and meets P = 0 anyway (masked keys).
         "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8", zeroed=True),
-        "v_scale": BufferSpec((bhkv, nk, d) if fine_scales else (bhkv, nk), "float32"),
+        # Per channel over all the tokens (fine scales), else per block.
+        "v_scale": BufferSpec((bhkv, d) if fine_scales else (bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 
@@ -324,9 +413,10 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
     }
 
 
-def forward_sequence(smooth_k: bool) -> tuple[str, ...]:
-    """The kernels of the forward, in launch order (the K mean only with smooth_k)."""
-    return (("k_mean_kernel",) if smooth_k else ()) + (
+def forward_sequence(smooth_k: bool, fine_scales: bool) -> tuple[str, ...]:
+    """The kernels of the forward, in launch order (the K and V statistics
+    only with smooth_k or fine scales: K's mean, V's channel scales)."""
+    return (("kv_stats_kernel",) if smooth_k or fine_scales else ()) + (
         "quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
 
 

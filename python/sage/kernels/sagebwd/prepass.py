@@ -3,8 +3,9 @@
 Spec sections 2, 3.1, 3.2 and 4.1 steps 1-2. Every quantization is
 ``sl.int8_per_block`` (scale absmax / 127, round to nearest even) over one
 kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V; with FINE_SCALES, Q
-and K are ``sl.int8_per_token`` (docs/sagebwd.md, "Scale granularity"). Rows past the end
-of a sequence are 0 in every quantized tile, so they do not move the absmax.
+and K are ``sl.int8_per_token`` and V per channel over all its tokens
+(docs/sagebwd.md, "Scale granularity"). Rows past the end of a sequence are
+0 in every quantized tile, so they do not move the absmax.
 """
 
 from __future__ import annotations
@@ -12,23 +13,39 @@ from __future__ import annotations
 import sage.language as sl
 from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, load_vector,
                                          program_head, quantize_block_to, row_ids,
-                                         scale_row_length, store_vector)
+                                         scale_row_length, store_transposed_rows,
+                                         store_vector)
 
 
-def k_mean_kernel(k, k_mean, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
-                  D: sl.constexpr, BLOCK_N: sl.constexpr):
-    """K mean over all Nkv tokens of one (batch, kv head), in f32 (spec 3.1).
+def kv_stats_kernel(k, v, k_mean, v_scale, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
+                    stride_vb, stride_vh, stride_vn, D: sl.constexpr, BLOCK_N: sl.constexpr,
+                    SMOOTH_K: sl.constexpr, FINE_SCALES: sl.constexpr):
+    """What the quantization of K and V needs from all Nkv tokens of one
+    (batch, kv head), in f32: K's mean (SMOOTH_K, spec 3.1) and, with
+    FINE_SCALES, V's per-channel scales, absmax / 127 over all the tokens.
 
-    k: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``; k_mean: (B*Hkv, D)
-    f32. Grid: (Hkv, B). Per-block sums are added in f32 (loads past Nkv are 0).
+    k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
+    k_mean, v_scale: (B*Hkv, D) f32. Grid: (Hkv, B). Per-block K sums are
+    added in f32 (loads past Nkv are 0); a scale below the smallest normal
+    f32 is 0, as a quantizer's own (sl.quantize).
     """
     batch, head, bh = program_head(H_KV, axis=0)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
+    v_base = head_base(v, batch, head, stride_vb, stride_vh)
     total = sl.zeros((1, D), sl.float32)
+    absmax = sl.zeros((1, D), sl.float32)
     for row in sl.range(0, N_KV, BLOCK_N):
-        tile = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
-        total = total + sl.sum(tile, axis=0)
-    store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
+        if SMOOTH_K:
+            tile = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
+            total = total + sl.sum(tile, axis=0)
+        if FINE_SCALES:
+            tile = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D).to(sl.float32)
+            absmax = sl.maximum(absmax, sl.absmax(tile, axis=0))
+    if SMOOTH_K:
+        store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
+    if FINE_SCALES:
+        scale = absmax / 127.0
+        store_vector(v_scale, sl.where(scale < 1.1754943508222875e-38, 0.0, scale), bh, D)
 
 
 def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
@@ -75,9 +92,10 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     padded token slot is written (0 past Nkv);
     k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; with FINE_SCALES k_scale
     is (B*Hkv, Nkv padded to 16), per token (0 scales past Nkv: the forward
-    loads them in whole pairs), and v_scale (B*Hkv, ceil(Nkv/BLOCK_N), D), per
-    channel of each block (V is contracted over keys: its channels are O's
-    columns).
+    loads them in whole pairs), and v_scale (B*Hkv, D), V's per-channel
+    scales over all the tokens, given (:func:`kv_stats_kernel`: V is
+    contracted over keys, so its channels are O's columns and the forward
+    applies them once, to O).
     Grid: (ceil(Nkv/BLOCK_N), Hkv, B).
     """
     block = sl.program_id(0)
@@ -95,5 +113,9 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     # Read in sigma16 order and stored as it is, over every padded slot; the
     # block absmax does not depend on the order.
     vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D), sigma16_rows=True)
-    quantize_block_to(vt, v_qt, v_scale, bh, block, row, stride_vtd, nblocks, D,
-                      transposed_stride=stride_vtd, PER_CHANNEL=FINE_SCALES)
+    if FINE_SCALES:
+        v_q, _ = sl.quantize(vt, sl.int8_per_channel, scale=load_vector(v_scale, bh, D))
+        store_transposed_rows(v_qt, v_q, bh, row, stride_vtd, stride_vtd, D)
+    else:
+        quantize_block_to(vt, v_qt, v_scale, bh, block, row, stride_vtd, nblocks, D,
+                          transposed_stride=stride_vtd)

@@ -131,12 +131,13 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
             device: torch.device, store_p_ds: bool = False, direct_kv: bool = False) -> None:
     """Launches ``sequence``: on the GPU for CUDA tensors; CPU tensors run in
     the interpreter (the CPU implementation of the ``sage::`` ops, for tests)."""
-    all_grids = grids(plan.shape, plan.tiles)
+    flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
+    all_grids = grids(plan.shape, plan.tiles, **flags)
     for name in sequence:
         kernel = JIT_KERNELS[name]
         run = kernel.run if device.type == "cuda" else kernel.interpret
         run(all_grids[name],
-            *runtime_args(name, values), **plan.tiles.options(name),
+            *runtime_args(name, values), **plan.tiles.options(name, **flags),
             **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                          smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
                          store_p_ds=store_p_ds, direct_kv=direct_kv))
@@ -182,8 +183,8 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
     may be symbolic: the fake implementations of the ``sage::`` ops use it)."""
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-    return Plan(shape, tiles or default_tiles(d, smooth_q), causal, sm_scale, smooth_k, smooth_q,
-                q.dtype, scales)
+    return Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine"), causal, sm_scale,
+                smooth_k, smooth_q, q.dtype, scales)
 
 
 def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -201,7 +202,7 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                   q=q, k=k, v=v, o=o)
     for name in ("q", "k", "v", "o"):
         values.update(stride_args(name, strides_of(values[name])))
-    _launch(forward_sequence(plan.smooth_k), plan, values, q.device)
+    _launch(forward_sequence(plan.smooth_k, plan.fine), plan, values, q.device)
     saved = Saved(plan, v=v, o=o,
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved

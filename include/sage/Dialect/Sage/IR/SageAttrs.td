@@ -61,6 +61,26 @@ def Sage_Int8SchemeAttr : Sage_Attr<"Int8Scheme", "int8",
   let assemblyFormat = "`<` $granularity (`,` $rounding^)? `>`";
 }
 
+def Sage_UInt8SchemeAttr : Sage_Attr<"UInt8Scheme", "uint8",
+    [DeclareAttrInterfaceMethods<Sage_QuantSchemeAttrInterface>]> {
+  let summary = "unsigned 8-bit quantization of non-negative values: scale = absmax / 255";
+  let description = [{
+    Unsigned 8-bit integers in [0, 255], stored in `i8` and read as
+    unsigned (a `sage.qmatmul` with `lhs_unsigned` multiplies them on the
+    tensor cores' u8 x s8 form), with f32 scales and the granularities and
+    roundings of `#sage.int8`. For tiles that are never negative (a
+    softmax's probabilities) it has twice the resolution of `#sage.int8`.
+    Negative inputs quantize to 0.
+
+    Example: `#sage.uint8<per_token>`.
+  }];
+  let parameters = (ins
+    EnumParameter<Sage_Granularity>:$granularity,
+    DefaultValuedParameter<"::mlir::sage::RoundingMode",
+                           "::mlir::sage::RoundingMode::RNE">:$rounding);
+  let assemblyFormat = "`<` $granularity (`,` $rounding^)? `>`";
+}
+
 def Sage_MmaKind : I32EnumAttr<"MmaKind", "tensor-core instruction family", [
   I32EnumAttrCase<"MmaSync", 0, "mma_sync">,
   I32EnumAttrCase<"Wgmma", 1, "wgmma">,

@@ -24,6 +24,10 @@ def Sage_QuantSchemeAttrInterface : AttrInterface<"QuantSchemeAttrInterface"> {
     InterfaceMethod<[{The largest magnitude a quantized value may take; the
       scale of a granule is absmax / getQuantMax().}],
       "double", "getQuantMax">,
+    InterfaceMethod<[{The smallest value a quantized value may take:
+      -getQuantMax() for a symmetric scheme, 0 for an unsigned one (whose
+      storage values are read as unsigned).}],
+      "double", "getQuantMin">,
     InterfaceMethod<"How values are rounded to the storage type.",
       "::mlir::sage::RoundingMode", "getRoundingMode">,
     InterfaceMethod<[{The shape of one granule for a tile of `tileShape`; every

@@ -289,14 +289,15 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
   let summary = "quantize a tile with a scheme; returns values and scales";
   let description = [{
     Splits the tile into the scheme's granules and, for each granule with
-    `Q = scheme.getQuantMax()` (127 for INT8):
+    `Q = scheme.getQuantMax()` (127 for INT8, 255 for the unsigned
+    `#sage.uint8`) and `L = scheme.getQuantMin()` (-Q, or 0 unsigned):
 
     ```
     absmax = max |x|                          (exact)
     scale  = absmax / Q                       (f32, round to nearest)
     scale  = scale < 2^-126 ? 0 : scale       (a subnormal scale is flushed)
     inv    = scale == 0 ? 0 : 1 / scale       (f32, round to nearest)
-    q      = clamp(round(x * inv), -Q, Q)     (product in f32; round per scheme)
+    q      = clamp(round(x * inv), L, Q)      (product in f32; round per scheme)
     ```
 
     A computed scale is a normal float or 0, so |x * inv| is at most
@@ -310,10 +311,13 @@ def Sage_QuantizeOp : Sage_Op<"quantize", [Pure]> {
     computing them (the forward's P~ takes its per-row scale from the online
     softmax maxima, with no extra reduction); the `scales` result is then
     that operand. With a given scale, `unsaturated` drops the clamp: the
-    caller guarantees `|round(x * inv)| <= Q` (the forward's P~, at most
-    p_max, with scale p_max / Q does), and q is unspecified where it does
-    not hold. The clamp (of given scales) costs two instructions per
-    element.
+    caller guarantees `L <= round(x * inv) <= Q` (the forward's P~, at
+    most p_max, with scale p_max / Q does), and q is unspecified where it
+    does not hold. The clamp (of given scales) costs two instructions per
+    element. An unsaturated round-to-nearest-even quantize rounds the exact
+    product instead, `q = round(x * inv)` with `x * inv` not rounded to f32
+    first: the GPU lowering fuses the multiply into the rounding's
+    magic-number add (one FMA per element instead of a multiply and an add).
 
     An all-zero granule (or one holding only -0.0) gives scale 0 and all
     q = 0: no division by zero, no NaN, and dequantization returns zeros.
@@ -390,6 +394,11 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
     6) and reads rhs as it is. It needs a contraction of a multiple of 16
     and lhs contracted over its columns.
 
+    With `lhs_unsigned` lhs holds unsigned bytes in [0, 255] (a
+    `#sage.uint8` quantization) and `dot` reads them as such (the tensor
+    cores' u8 x s8 form); the contraction may then have at most 65536
+    elements (255 * 127 * 65536 < 2^31).
+
     `using mma_sync` / `using wgmma` records the tensor-core instruction the
     lowering will use (set by `sage-select-mma`).
   }];
@@ -398,12 +407,13 @@ def Sage_QMatmulOp : Sage_MatmulBase<"qmatmul"> {
                    Optional<Sage_F32Tile>:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
-                   OptionalAttr<Sage_MmaKind>:$mma, UnitAttr:$rhs_sigma16);
+                   OptionalAttr<Sage_MmaKind>:$mma, UnitAttr:$rhs_sigma16,
+                   UnitAttr:$lhs_unsigned);
   let results = (outs Sage_F32Tile:$result);
   let assemblyFormat = [{
     $lhs `[` $lhs_scale `]` `,` $rhs `[` $rhs_scale `]` (`acc` $acc^)?
     `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
-    (`rhs_sigma16` $rhs_sigma16^)? (`using` $mma^)? attr-dict `:` type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
+    (`rhs_sigma16` $rhs_sigma16^)? (`lhs_unsigned` $lhs_unsigned^)? (`using` $mma^)? attr-dict `:` type($lhs) `,` type($lhs_scale) `,` type($rhs) `,` type($rhs_scale)
     `->` type($result)
   }];
   let extraClassDeclaration = extraMatmulDecl;

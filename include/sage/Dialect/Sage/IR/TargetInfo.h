@@ -36,6 +36,12 @@ public:
   /// is an sm_90a feature), from PTX ISA kTmaMinPtxVersion on.
   bool hasTma() const { return archSpecific && capability == 90; }
   static constexpr unsigned kTmaMinPtxVersion = 83;
+  /// wgmma with mixed integer types (u8 x s8: `sage.qmatmul`'s
+  /// `lhs_unsigned`), from PTX ISA 8.4.
+  static constexpr unsigned kMixedIntegerWgmmaMinPtxVersion = 84;
+  /// The PTX ISA version (times ten) compiled for unless told: every
+  /// feature above.
+  static constexpr unsigned kDefaultPtxVersion = 84;
   /// Vector f32 reductions to global memory (`red.global.add.v2/v4.f32`,
   /// sm_90 and later), from PTX ISA kVectorReductionMinPtxVersion on.
   bool hasVectorReductions() const { return capability >= 90; }

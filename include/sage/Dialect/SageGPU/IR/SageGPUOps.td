@@ -329,7 +329,8 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
     with `sigma16` feeds physical k slot `s` from its logical column
     `sigma16Token(s)`, and `rhs` is read as it is: then
     `result = acc + sum_k lhs[m, k] * rhs[n, sigma16Slot(k)]`, the contract
-    of `sage.qmatmul`'s `rhs_sigma16`.
+    of `sage.qmatmul`'s `rhs_sigma16`. With `lhs_unsigned` an i8 lhs holds
+    unsigned bytes (`sage.qmatmul`'s `lhs_unsigned`: u8 x s8 products).
     The accumulator and result carry the instruction's `#sagegpu.mma`
     encoding, which chooses mma.sync or wgmma and tiles it over the warps.
     Scales and other epilogues are ordinary tile ops on the result.
@@ -350,11 +351,12 @@ def SageGPU_DotOp : SageGPU_Op<"dot", [
   }];
   let arguments = (ins AnyType:$lhs, SageGPU_SharedTile:$rhs, Sage_AnyTile:$acc,
                    ConfinedAttr<I32Attr, [IntNonNegative]>:$lhs_contract_dim,
-                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim);
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$rhs_contract_dim,
+                   UnitAttr:$lhs_unsigned);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $acc `contract` `(` $lhs_contract_dim `,` $rhs_contract_dim `)`
-    attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` type($result)
+    (`lhs_unsigned` $lhs_unsigned^)? attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

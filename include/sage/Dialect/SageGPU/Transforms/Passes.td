@@ -93,7 +93,8 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
     completing an mbarrier that the threads wait on before the dot.
   }];
   let options = [
-    Option<"ptxVersion", "ptx-version", "int", /*default=*/"83",
+    Option<"ptxVersion", "ptx-version", "int",
+           /*default=*/"::mlir::sage::TargetInfo::kDefaultPtxVersion",
            "PTX ISA version x10 the kernel is translated with">,
   ];
   let dependentDialects = ["::mlir::sage::SageDialect",
