@@ -55,8 +55,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     domain.
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal
     block. Only the key blocks that need it are masked (the key tail, the
-    causal diagonal, and block 0, which opens the skewed loop): the loop is
-    split in two, the first part mask-free.
+    causal diagonal, and, skewed, block 0, which opens the loop): the loop
+    is split in two, the first part mask-free.
     """
     blocks = cdiv(N, BLOCK_M)
     block = sl.program_id(0)
@@ -162,9 +162,9 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
 
     # Key blocks before `unmasked` need no mask: every key exists and, when
     # causal, every query of the block sees every key. The rest (the key
-    # tail, the causal diagonal) are masked. Block 0 opens the loop, masked
-    # (the mask is exact for any block, and Nkv >= 1 makes it exist), and
-    # the last P^ V^ closes it.
+    # tail, the causal diagonal) are masked. The skewed loop is opened by
+    # block 0, masked (the mask is exact for any block, and Nkv >= 1 makes
+    # it exist), and closed by the last P^ V^.
     stop = N_KV
     unmasked = (N_KV // BLOCK_N) * BLOCK_N
     if CAUSAL:
