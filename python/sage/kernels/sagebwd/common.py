@@ -34,6 +34,10 @@ def cdiv(n, block: int):
     return (n + (block - 1)) // block
 
 
+#: The smallest normal f32 (2^-126): a quantizer flushes smaller scales to 0
+#: (sl.quantize), and the forward raises a zero Q scale to it.
+SMALLEST_NORMAL = 1.1754943508222875e-38
+
 #: Rows of the transposed INT8 copies (``v_qt``, ``do_qt``, ``q_qt``) and of
 #: the per-token Q and K scales are padded to this many tokens: each row
 #: starts 16-byte aligned (cp.async and TMA move 16 bytes), and scales load in

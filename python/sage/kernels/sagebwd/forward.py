@@ -27,9 +27,9 @@ blocks first.
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, key_bias, kv_head_of, load_block_scale,
-                                         load_scale, load_vector, padded_tokens,
-                                         smoothing_bias, visible)
+from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, key_bias, kv_head_of,
+                                         load_block_scale, load_scale, load_vector,
+                                         padded_tokens, smoothing_bias, visible)
 
 
 def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
@@ -90,7 +90,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     # rows past N) becomes the smallest normal: its logits stay 0 in effect
     # and a masked -inf stays -inf (0 * -inf would be NaN). Q-smoothing adds
     # a per-column term to S: there T is S itself.
-    row_scale = one if SMOOTH_Q else sl.maximum(sq, 1.1754943508222875e-38)
+    row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
 
     def scores(col):
         """T of the key block at ``col`` (f32, in flight until used)."""

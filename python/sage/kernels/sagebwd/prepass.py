@@ -11,9 +11,9 @@ and K are ``sl.int8_per_token`` and V per channel over all its tokens
 from __future__ import annotations
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (cdiv, head_base, load_strided_rows, load_vector,
-                                         program_head, quantize_block_to, row_ids,
-                                         scale_row_length, store_transposed_rows,
+from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_strided_rows,
+                                         load_vector, program_head, quantize_block_to,
+                                         row_ids, scale_row_length, store_transposed_rows,
                                          store_vector)
 
 
@@ -45,7 +45,7 @@ def kv_stats_kernel(k, v, k_mean, v_scale, N_KV, H_KV, stride_kb, stride_kh, str
         store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
     if FINE_SCALES:
         scale = absmax / 127.0
-        store_vector(v_scale, sl.where(scale < 1.1754943508222875e-38, 0.0, scale), bh, D)
+        store_vector(v_scale, sl.where(scale < SMALLEST_NORMAL, 0.0, scale), bh, D)
 
 
 def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
