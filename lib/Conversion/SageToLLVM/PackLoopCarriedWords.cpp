@@ -109,13 +109,13 @@ SmallVector<Value> unpackAll(OpBuilder &b, Location loc, ValueRange packed,
 }
 
 void packLoop(scf::ForOp loop) {
-  SmallVector<Group> starts = wordGroups(loop.getResultTypes());
-  if (starts.empty())
+  SmallVector<Group> groups = wordGroups(loop.getResultTypes());
+  if (groups.empty())
     return;
   Location loc = loop.getLoc();
   unsigned count = loop.getNumResults();
   OpBuilder b(loop);
-  SmallVector<Value> inits = packAll(b, loc, loop.getInitArgs(), starts);
+  SmallVector<Value> inits = packAll(b, loc, loop.getInitArgs(), groups);
   auto packed = scf::ForOp::create(b, loc, loop.getLowerBound(),
                                    loop.getUpperBound(), loop.getStep(), inits);
   packed->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
@@ -124,7 +124,7 @@ void packLoop(scf::ForOp loop) {
     body->getTerminator()->erase();
   b.setInsertionPointToStart(body);
   SmallVector<Value> args =
-      unpackAll(b, loc, body->getArguments().drop_front(), starts, count);
+      unpackAll(b, loc, body->getArguments().drop_front(), groups, count);
   Block *old = loop.getBody();
   old->getArgument(0).replaceAllUsesWith(packed.getInductionVar());
   for (auto [arg, value] : llvm::zip(old->getArguments().drop_front(), args))
@@ -132,11 +132,11 @@ void packLoop(scf::ForOp loop) {
   body->getOperations().splice(body->end(), old->getOperations());
   auto yield = cast<scf::YieldOp>(body->getTerminator());
   b.setInsertionPoint(yield);
-  SmallVector<Value> yielded = packAll(b, loc, yield.getOperands(), starts);
+  SmallVector<Value> yielded = packAll(b, loc, yield.getOperands(), groups);
   yield->setOperands(yielded);
   b.setInsertionPointAfter(packed);
   loop.replaceAllUsesWith(
-      unpackAll(b, loc, packed.getResults(), starts, count));
+      unpackAll(b, loc, packed.getResults(), groups, count));
   loop.erase();
 }
 

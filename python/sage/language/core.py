@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sage.reference.quant import INT8_MAX, UINT8_MAX
+
 
 @dataclass(frozen=True)
 class DType:
@@ -131,7 +133,7 @@ class Int8Scheme:
     @property
     def qmax(self) -> int:
         """The largest quantized value (127, or 255 unsigned)."""
-        return 255 if self.unsigned else 127
+        return UINT8_MAX if self.unsigned else INT8_MAX
 
     def scale_shape(self, shape: tuple[int, int]) -> tuple[int, int]:
         """Shape of the scale tile of a tile of ``shape``."""

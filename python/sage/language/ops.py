@@ -16,7 +16,7 @@ from sage.language.core import (DType, Int8Scheme, TileType, bfloat16, float16, 
 from sage.language.diagnostics import error
 from sage.language.elementwise import cast, constant, to_value
 from sage.language.values import Value, backend
-from sage.reference.matmul import MAX_INT8_CONTRACTION, MAX_UINT8_CONTRACTION
+from sage.reference.matmul import max_contraction
 from sage.reference.memory import MAX_LEADING_DIMS
 
 Scalar = Value | int
@@ -328,7 +328,7 @@ def _contraction(lhs: Value, rhs: Value, contract: object, acc_dtype: DType = fl
 
 
 def _check_int8_contraction(lhs: Value, dims: tuple[int, int]) -> None:
-    most = MAX_UINT8_CONTRACTION if lhs.dtype == uint8 else MAX_INT8_CONTRACTION
+    most = max_contraction(lhs.dtype == uint8)
     if lhs.shape[dims[0]] > most:
         raise error(f"a contraction of {lhs.shape[dims[0]]} elements may overflow int32 "
                     f"(at most {most})")

@@ -21,6 +21,12 @@ MAX_INT8_CONTRACTION = 131072
 MAX_UINT8_CONTRACTION = 65536
 
 
+def max_contraction(unsigned_lhs: bool) -> int:
+    """The longest contraction whose int32 sum cannot overflow: 131072, or
+    65536 with an unsigned lhs."""
+    return MAX_UINT8_CONTRACTION if unsigned_lhs else MAX_INT8_CONTRACTION
+
+
 def _rows_by_k(x: np.ndarray, contract: int, name: str) -> np.ndarray:
     """The operand as ``rows x K`` (transposed when it contracts dimension 0)."""
     require_tile(x, name)
@@ -50,8 +56,7 @@ def int8_dot(lhs_q: np.ndarray, rhs_q: np.ndarray, lhs_contract: int = 1,
         if isinstance(x, np.ndarray) and x.dtype not in allowed:
             raise ValueError(f"{name} must be {' or '.join(np.dtype(t).name for t in allowed)}, "
                              f"got {x.dtype}")
-    most = MAX_UINT8_CONTRACTION if getattr(lhs_q, "dtype", None) == np.uint8 \
-        else MAX_INT8_CONTRACTION
+    most = max_contraction(getattr(lhs_q, "dtype", None) == np.uint8)
     a = _rows_by_k(lhs_q, lhs_contract, "lhs").astype(np.int64)
     b = _rows_by_k(rhs_q, rhs_contract, "rhs").astype(np.int64)
     if a.shape[1] != b.shape[1]:

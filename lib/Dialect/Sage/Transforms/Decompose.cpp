@@ -148,8 +148,7 @@ struct DecomposeQuantize : public OpRewritePattern<QuantizeOp> {
 
     TileBuilder b(rw, op.getLoc());
     double qmax = scheme.getQuantMax(), qmin = scheme.getQuantMin();
-    // An unsigned scheme (qmin 0) stores its values as unsigned bytes.
-    bool isUnsigned = qmin >= 0.0;
+    bool isUnsigned = scheme.isUnsigned();
     Value x = b.toF32(op.getInput());
     RankedTensorType scaleType = op.getScales().getType();
     Value scales = op.getScale();
@@ -232,7 +231,7 @@ struct DecomposeDequantize : public OpRewritePattern<DequantizeOp> {
     TileBuilder b(rw, op.getLoc());
     Type outType = op.getOutput().getType();
     Value x =
-        op.getScheme().getQuantMin() >= 0.0
+        op.getScheme().isUnsigned()
             ? arith::UIToFPOp::create(rw, op.getLoc(), outType, op.getInput())
                   .getResult()
             : arith::SIToFPOp::create(rw, op.getLoc(), outType, op.getInput())

@@ -86,10 +86,11 @@ class Tiles:
     """Block sizes (query rows, key rows) and warps per program, and the
     forward's own plan.
 
-    Every kernel shares the key block (the pre-pass quantizes V per BLOCK_N
-    block) and, unless the forward may have its own (:meth:`forward_tiles`),
-    the query block; ``forward`` (default: ``block_m`` rows on
-    ``num_warps`` warps, one stage) plans the forward kernel.
+    The pre-pass and the backward share the blocks (they fix the per-block
+    scales the pre-pass writes and the backward reads); ``forward``
+    (default: ``block_m`` x ``block_n`` tiles on ``num_warps`` warps) plans
+    the forward kernel, whose blocks may differ where no scale depends on
+    them (:meth:`forward_tiles`).
     """
 
     block_m: int = 64
@@ -119,21 +120,19 @@ class Tiles:
                              f"({self.block_n}) with block scales")
         return plan
 
-    def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
-        """Warps per program of the kernel named ``kernel`` (the consumers'
-        of a warp-specialised forward)."""
-        if kernel == "sagebwd_forward":
-            return self.forward_tiles(fine_scales, smooth_q).num_warps
-        return self.num_warps
-
     def options(self, kernel: str, *, fine_scales: bool,
                 smooth_q: bool) -> dict[str, int | None]:
         """The launch options of the kernel named ``kernel``: ``num_warps``
-        and ``maxnreg`` (keyword arguments of a launch or of ``sl.trace``)."""
-        maxnreg = self.forward_tiles(fine_scales, smooth_q).maxnreg \
-            if kernel == "sagebwd_forward" else None
-        return {"num_warps": self.warps(kernel, fine_scales=fine_scales, smooth_q=smooth_q),
-                "maxnreg": maxnreg}
+        (the consumers' of a warp-specialised forward) and ``maxnreg``
+        (keyword arguments of a launch or of ``sl.trace``)."""
+        if kernel == "sagebwd_forward":
+            plan = self.forward_tiles(fine_scales, smooth_q)
+            return {"num_warps": plan.num_warps, "maxnreg": plan.maxnreg}
+        return {"num_warps": self.num_warps, "maxnreg": None}
+
+    def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
+        """Warps per program of the kernel named ``kernel`` (:meth:`options`)."""
+        return self.options(kernel, fine_scales=fine_scales, smooth_q=smooth_q)["num_warps"]
 
 
 def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True) -> Tiles:

@@ -41,6 +41,9 @@ def Sage_QuantSchemeAttrInterface : AttrInterface<"QuantSchemeAttrInterface"> {
            "::llvm::function_ref<::mlir::InFlightDiagnostic()>":$emitError)>,
   ];
   let extraSharedClassDeclaration = [{
+    /// Whether the storage values are read as unsigned (getQuantMin() is 0).
+    bool isUnsigned() const { return $_attr.getQuantMin() >= 0.0; }
+
     /// The shape of the scale tile for a tile of `tileShape`.
     ::llvm::SmallVector<int64_t> getScaleShape(::llvm::ArrayRef<int64_t> tileShape) const {
       ::llvm::SmallVector<int64_t> granule = $_attr.getGranuleShape(tileShape);
