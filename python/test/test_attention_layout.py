@@ -103,6 +103,10 @@ def test_forward_plan_follows_the_quantization():
     assert Tiles(64, 32).forward_tiles(False, False).block_n == 32
     with pytest.raises(ValueError, match="ping_pong needs warp_specialize"):
         ForwardTiles(64, 4, ping_pong=True)
+    with pytest.raises(ValueError, match="warp_specialize needs stages >= 2 and no maxnreg"):
+        ForwardTiles(128, 8, stages=1, warp_specialize=True)
+    with pytest.raises(ValueError, match="warp_specialize needs stages >= 2 and no maxnreg"):
+        ForwardTiles(128, 8, maxnreg=200, warp_specialize=True)
     with pytest.raises(ValueError, match="forward_block_n .128. must be block_n"):
         SageBwdConfig(sm_scale=0.1, forward_block_n=128, scales="block")
     assert SageBwdConfig(sm_scale=0.1, forward_block_n=128).forward_keys == 128
