@@ -18,8 +18,8 @@ import pytest
 from sage.kernels.sagebwd import interpreted
 from sage.kernels.sagebwd.launch import token_scales
 from sage.reference import to_bf16
-from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, emulate_backward,
-                                    emulate_forward, relative_l2)
+from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, attention_reference,
+                                    emulate_backward, emulate_forward, relative_l2)
 
 TOLERANCE = 1e-3
 
@@ -85,6 +85,27 @@ def test_kernels_match_the_emulation(name, scales):
     }
     assert max(errors.values()) <= TOLERANCE, errors
     assert np.isfinite(o).all() and np.isfinite(grads.dq).all()
+
+
+@pytest.mark.parametrize("scales", ["fine", "block"])
+@pytest.mark.parametrize("big_keys", ["first", "last"])
+def test_key_blocks_far_below_the_running_max(scales, big_keys):
+    """Logits hundreds (log2) apart between key blocks: the forward's units
+    floor UNIT_RANGE below the running max (first: later blocks' P^ round to
+    0, O is not scaled out of range), or the running max jumps (last: O so
+    far vanishes). O matches the emulation and exact attention, finite."""
+    case = (1, 2, 1, 64, 300, 64, "bfloat16", False, True, False, 64, 64, 128)
+    q, k, v, _ = _inputs(case, seed=3, key_bias=0.0)
+    q = np.full_like(q, 8.0)
+    big = slice(0, 64) if big_keys == "first" else slice(236, 300)
+    k[:, :, big] = 8.0
+    cfg = _config(case, scales)
+    o, lse, _ = interpreted.forward(q, k, v, cfg, "bfloat16")
+    fwd = emulate_forward(q, k, v, cfg)
+    exact = attention_reference(q, k, v, np.zeros_like(q), cfg.sm_scale).o
+    assert np.isfinite(o).all() and np.isfinite(lse).all()
+    assert relative_l2(o, fwd.o) <= TOLERANCE and relative_l2(lse, fwd.lse) <= TOLERANCE
+    assert relative_l2(o, exact) <= 0.02
 
 
 def test_prepass_quantization_is_bit_exact():

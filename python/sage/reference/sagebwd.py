@@ -34,7 +34,6 @@ import numpy as np
 
 from sage.reference.matmul import int8_dot
 from sage.reference.quant import INT8_MAX, UINT8_MAX, quantize
-from sage.reference.softmax import softmax_update
 from sage.reference.tiles import to_bf16
 
 LOG2E = 1.4426950408889634
@@ -45,6 +44,13 @@ DTYPES = ("float16", "bfloat16", "float32")
 #: The INT8 scale granularities (``scales=``): "fine" and "block" (see
 #: :class:`SageBwdConfig` and docs/sagebwd.md). The one list the API checks.
 SCALES = ("fine", "block")
+
+#: How far (log2) below the running max the forward's units may go: the
+#: units of a key block are 2^max(block max, running max - UNIT_RANGE), so
+#: moving O from one block's units to the next multiplies it by at most
+#: 2^UNIT_RANGE (no f32 overflow), while the P~ values the floor drops are
+#: below 2^-UNIT_RANGE of the row sum (docs/sagebwd.md, "Units").
+UNIT_RANGE = 64.0
 
 
 @dataclass(frozen=True)
@@ -318,17 +324,23 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     """The SageBwd forward with the kernels' tiles and quantization decisions.
 
     Per query tile, per key tile (causal: up to the diagonal): S from INT8
-    Q^ K^^T, masked to -inf, one exp2 online-softmax step, P~ quantized per
-    row with scale p_max / 127 (p_max from the running maxima; fine scales:
-    unsigned, p_max / 255), O accumulated from P^ V^ times P^'s scales (and
-    V^'s block scale) after rescaling by alpha; with fine scales V^'s
-    channel scales multiply O once, after the last block. O = acc / l
-    rounded to ``cfg.out_dtype``; LSE = m + log2(l) rounded to float32.
+    Q^ K^^T, masked to -inf, then one step of the online softmax in the
+    block's units (docs/sagebwd.md, "Units"): with block max b, running max
+    m' = max(m, b) and units u' = max(b, m' - UNIT_RANGE) (0 while m' is
+    -inf), P~ is quantized per row as P^ = rint(Q * 2^(S - u')) (Q = 255,
+    unsigned, with fine scales, else 127: the per-token scale p_max / Q of
+    the spec, p_max from the running maxima), and O and l, kept in units of
+    2^u, are moved to the new units by 2^(u - u') before P^ V^ (times V^'s
+    block scale) and the row sum of Q * 2^(S - u') are added. With fine
+    scales V^'s channel scales multiply O once, after the last block. O =
+    acc / l rounded to ``cfg.out_dtype``; LSE = u + log2(l / Q) rounded to
+    float32.
     """
     _check_inputs(q, k, v, cfg.causal)
     saved = prepass(q, k, v, cfg)
     batch, heads, n, d = q.shape
     kv_heads, n_kv = k.shape[1], k.shape[2]
+    qmax = UINT8_MAX if cfg.fine else INT8_MAX
     o = np.zeros(q.shape, np.float64)
     lse = np.zeros((batch, heads, n), np.float64)
     for b in range(batch):
@@ -337,6 +349,7 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
             for i, q0, q1 in blocks(n, cfg.block_m):
                 rows = np.arange(q0, q1)
                 m = np.full((q1 - q0, 1), -np.inf)
+                unit = np.zeros((q1 - q0, 1))
                 l = np.zeros((q1 - q0, 1))
                 acc = np.zeros((q1 - q0, d))
                 stop = min(q0 + cfg.block_m + n_kv - n, n_kv) if cfg.causal else n_kv
@@ -344,21 +357,25 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
                     s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n),
                                  s, -np.inf)
-                    p, m, l, alpha, p_max = softmax_update(s, m, l)
-                    # Fine scales: unsigned P^ in [0, 255]; else [0, 127].
-                    qmax = UINT8_MAX if cfg.fine else INT8_MAX
-                    p_scale = (p_max.astype(np.float32) / np.float32(qmax)).astype(np.float32)
-                    p_q, p_scale = quantize(p.astype(np.float32), "per_token", scale=p_scale,
-                                            unsigned=cfg.fine)
+                    block_max = s.max(axis=1, keepdims=True)
+                    m = np.maximum(m, block_max)
+                    new_unit = np.where(m == -np.inf, 0.0,
+                                        np.maximum(block_max, m - UNIT_RANGE))
+                    shift = np.exp2(unit - new_unit)
+                    p = qmax * np.exp2(s - new_unit)
+                    p_q, _ = quantize(p.astype(np.float32), "per_token",
+                                      scale=np.ones((q1 - q0, 1), np.float32),
+                                      unsigned=cfg.fine)
                     pv = int8_dot(p_q, saved.v_q[b, hk, k0:k1], 1, 0).astype(np.float64)
-                    pv = pv * p_scale.astype(np.float64)
                     if not cfg.fine:
                         pv = pv * np.float64(saved.v_scale[b, hk, j])
-                    acc = acc * alpha + pv
+                    acc = acc * shift + pv
+                    l = l * shift + p.sum(axis=1, keepdims=True)
+                    unit = new_unit
                 if cfg.fine:  # V's channel scales, once
                     acc = acc * saved.v_scale[b, hk].astype(np.float64)[None, :]
                 o[b, h, q0:q1] = acc / l
-                lse[b, h, q0:q1] = (m + np.log2(l))[:, 0]
+                lse[b, h, q0:q1] = (unit + np.log2(l / qmax))[:, 0]
     return ForwardResult(round_to(o, cfg.out_dtype), round_to(lse, "float32"), saved)
 
 

@@ -26,10 +26,13 @@ blocks first.
 
 from __future__ import annotations
 
+from math import log2
+
 import sage.language as sl
 from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, key_bias, kv_head_of,
                                          load_block_scale, load_scale, load_vector,
                                          padded_tokens, smoothing_bias, visible)
+from sage.reference.sagebwd import UNIT_RANGE
 
 
 def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
@@ -51,8 +54,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     all its tokens: v_scale (B*Hkv, D)). P~ is quantized per token to [0,
     127], or with FINE_SCALES to unsigned bytes in [0, 255]. o (B, H, N, D)
     with strides ``stride_o*``: f16, bf16 or f32 (the element type of the
-    pointer); lse (B, H, N) f32 = m + log2(l), log2 units, smoothed-logit
-    domain.
+    pointer); lse (B, H, N) f32 = log2 of the row's sum of 2^S (log2
+    units, smoothed-logit domain).
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal
     block. Only the key blocks that need it are masked (the key tail, the
     causal diagonal, and, skewed, block 0, which opens the loop): the loop
@@ -84,6 +87,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
     qbar = load_vector(q_mean, bh * blocks + block, D) if SMOOTH_Q else None
     one = sl.full((1, 1), 1.0, sl.float32)
+    # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
+    ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)
     # S = row_scale * T: Q's scale, a positive factor per row, is applied in
     # the softmax (the row max of T scaled once per row, each exponent one
     # FMA) instead of once per element. A zero scale (a zero Q row, the
@@ -103,62 +108,69 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
                     + smoothing_bias(qbar, kt, sk, FINE_SCALES))
         return sl.qmatmul(qt, one, kt, sk, contract=(1, 1))
 
-    def probabilities(t, col, m, l, MASKED: bool):
+    def probabilities(t, col, m, unit, l, MASKED: bool):
         """The online softmax of one key block (exp2; S = row_scale * T) and
-        P~ quantized per token: P^, its scales, the new row statistics and
-        alpha, the factor that rescales O to the new max."""
+        P~ quantized per token, in the block's units: P^, the new running
+        max, units and row sum, and the factor that rescales O and l to the
+        new units (docs/sagebwd.md, "Units").
+
+        P~ per token has scale p_max / Q (Q = 255 unsigned, else 127), p_max
+        = 2^(block max - running max): P^ = rint(Q * 2^(S - block max))
+        depends on the block's own max only. O and l are kept in units of
+        2^unit (unit = the block's max, floored UNIT_RANGE below the running
+        max), so P^ V^ adds to O unscaled (one FMA per element: no multiply
+        by P^'s scale, no division per row), and the factor between two
+        blocks' units is 2^(unit_old - unit_new) <= 2^UNIT_RANGE."""
         if MASKED and CAUSAL:
             t = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), t, float("-inf"))
         elif MASKED:
             t = t + key_bias(col, N_KV, BLOCK_N)
         block_max = sl.max(t, 1) * row_scale
         new_m = sl.maximum(m, block_max)
-        # A row with no key yet (all -inf) keeps base 0: exp2 gives 0, not NaN.
-        base = sl.where(new_m == float("-inf"), 0.0, new_m)
-        p = sl.exp2(sl.fma(t, row_scale, -base))
-        alpha = sl.exp2(m - base)
-        # Per-token P~ scale from the block's row max: no extra max pass
-        # (spec 4.1). P <= p_max, so P / (p_max / Q) rounds into [0, Q]: no
-        # clamp. With FINE_SCALES P~ >= 0 takes unsigned bytes (Q = 255,
-        # twice the resolution; docs/sagebwd.md), else the papers' [0, 127].
+        # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
+        new_unit = sl.where(new_m == float("-inf"), 0.0,
+                            sl.maximum(block_max, new_m - UNIT_RANGE))
+        shift = sl.exp2(unit - new_unit)
+        # Q * 2^(S - unit) <= Q: it rounds into [0, Q], no clamp, and the
+        # scale folds into the exponent's constant. With FINE_SCALES P~ >= 0
+        # takes unsigned bytes (Q = 255, twice the resolution;
+        # docs/sagebwd.md), else the papers' [0, 127].
         scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
-        p_max = sl.exp2(block_max - base)
-        p_q, p_scale = sl.quantize(p, scheme, scale=p_max / float(scheme.qmax),
-                                   saturate=False)
-        return p_q, p_scale, new_m, alpha * l + sl.sum(p, 1), alpha
+        p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
+        p_q, _ = sl.quantize(p, scheme, scale=ones, saturate=False)
+        return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
 
-    def values(p_q, p_scale, col):
-        """P^ V^ over the key block at ``col``, scaled by P^'s row scales
-        (and, block scales, by V^'s block scale: one factor per row), in
-        flight until used. P^ is the A operand from the registers the
-        softmax left it in (V^T's keys are in sigma16 order). Without an
-        accumulator operand the product is waited for where it is first
-        used. V's fine scales, one per channel over all the keys, are
-        applied to O once, after the loop."""
+    def values(p_q, col):
+        """P^ V^ over the key block at ``col``, in the block's units (with
+        block scales times V^'s block scale), in flight until used. P^ is
+        the A operand from the registers the softmax left it in (V^T's keys
+        are in sigma16 order). Without an accumulator operand the product is
+        waited for where it is first used. V's fine scales, one per channel
+        over all the keys, are applied to O once, after the loop."""
         vt = sl.load(v_qt, (D, BLOCK_N), (batch, kv_head, 0, col),
                      (H_KV.to(sl.int64) * D * stride_vtd, D * stride_vtd, stride_vtd, 1),
                      (BATCH, H_KV, D, stride_vtd))
         sv = one if FINE_SCALES else load_block_scale(v_scale, kv, col // BLOCK_N, nkv_blocks)
-        return sl.qmatmul(p_q, p_scale, vt, sv, contract=(1, 1), rhs_sigma16=True)
+        return sl.qmatmul(p_q, one, vt, sv, contract=(1, 1), rhs_sigma16=True)
 
-    def trip(col, p_q, p_scale, m, l, alpha, acc, MASKED: bool):
+    def trip(col, p_q, m, unit, l, shift, acc, MASKED: bool):
         """One trip of the skewed loop: S of the block at ``col``, then P^ V^
         of the block before, then the softmax of ``col``'s block (which waits
-        for the first matmul only), then O rescaled by the block before's
-        alpha and P^ V^ added (one FMA per element)."""
+        for the first matmul only), then O moved to the block before's units
+        and P^ V^ added (one FMA per element)."""
         s = scores(col)
-        pv = values(p_q, p_scale, col - BLOCK_N)
-        p_q, p_scale, m, l, next_alpha = probabilities(s, col, m, l, MASKED)
-        return p_q, p_scale, m, l, next_alpha, sl.fma(acc, alpha, pv)
+        pv = values(p_q, col - BLOCK_N)
+        p_q, m, unit, l, next_shift = probabilities(s, col, m, unit, l, MASKED)
+        return p_q, m, unit, l, next_shift, sl.fma(acc, shift, pv)
 
-    def in_order(first, last, m, l, acc, MASKED: bool):
+    def in_order(first, last, m, unit, l, acc, MASKED: bool):
         """The key blocks from ``first`` to ``last``, each in dependency
         order: S, the softmax, P^ V^ added to O."""
         for col in sl.range(first, last, BLOCK_N, num_stages=STAGES,
                             warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-            p_q, p_scale, m, l, alpha = probabilities(scores(col), col, m, l, MASKED)
-            acc = sl.fma(acc, alpha, values(p_q, p_scale, col))
-        return m, l, acc
+            p_q, m, unit, l, shift = probabilities(scores(col), col, m, unit, l, MASKED)
+            acc = sl.fma(acc, shift, values(p_q, col))
+        return m, unit, l, acc
 
     # Key blocks before `unmasked` need no mask: every key exists and, when
     # causal, every query of the block sees every key. The rest (the key
@@ -171,30 +183,35 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         # Bottom-right aligned: query row + i sees keys up to row + i + (N_KV - N).
         stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
         unmasked = sl.minimum(((row + (N_KV - N) + 1) // BLOCK_N) * BLOCK_N, unmasked)
+    # The row statistics: running max, units (log2), row sum in those units.
     m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
+    unit = sl.zeros((BLOCK_M, 1), sl.float32)
     l = sl.zeros((BLOCK_M, 1), sl.float32)
     acc = sl.zeros((BLOCK_M, D), sl.float32)
     if SKEWED:
-        # O starts at 0 (whatever alpha, the first block's, multiplies it).
-        p_q, p_scale, m, l, alpha = probabilities(scores(0), 0, m, l, True)
+        # O starts at 0 (whatever factor, the first block's, multiplies it).
+        p_q, m, unit, l, shift = probabilities(scores(0), 0, m, unit, l, True)
         for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
                             warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-            p_q, p_scale, m, l, alpha, acc = trip(col, p_q, p_scale, m, l, alpha, acc, False)
+            p_q, m, unit, l, shift, acc = trip(col, p_q, m, unit, l, shift, acc, False)
         for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
                                    num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
                                    ping_pong=PING_PONG):
-            p_q, p_scale, m, l, alpha, acc = trip(masked_col, p_q, p_scale, m, l, alpha,
-                                                  acc, True)
-        acc = sl.fma(acc, alpha, values(p_q, p_scale, ((stop - 1) // BLOCK_N) * BLOCK_N))
+            p_q, m, unit, l, shift, acc = trip(masked_col, p_q, m, unit, l, shift, acc,
+                                               True)
+        acc = sl.fma(acc, shift, values(p_q, ((stop - 1) // BLOCK_N) * BLOCK_N))
     else:
         # In dependency order: fewer registers (no S beside an in-flight
         # P^ V^), the overlap left to the other programs on the SM.
-        m, l, acc = in_order(0, unmasked, m, l, acc, False)
-        m, l, acc = in_order(unmasked, stop, m, l, acc, True)
+        m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
+        m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
+    # O and l share the units, so O = acc / l; P^ carried a factor Q that l
+    # carries too (LSE takes it out).
     if FINE_SCALES:
         acc = acc * load_vector(v_scale, kv, D)
     sl.store(o, (acc / l).to(o.dtype.element), (batch, head, row, 0),
              (stride_ob, stride_oh, stride_on, 1), (BATCH, H, N, D), tma=TMA_STORE)
     # LSE is (B, H, N) contiguous: strides in i64.
-    sl.store(lse, m + sl.log2(l), (batch, head, row, 0), (H.to(sl.int64) * N, N, 1, 0),
-             (BATCH, H, N, 1))
+    qmax = (sl.uint8_per_token if FINE_SCALES else sl.int8_per_token).qmax
+    sl.store(lse, unit + sl.log2(l) - log2(qmax), (batch, head, row, 0),
+             (H.to(sl.int64) * N, N, 1, 0), (BATCH, H, N, 1))
