@@ -36,6 +36,7 @@ from sage.kernels.sagebwd.torch_ops import forward  # noqa: E402
 PLANS = {"default": None,
          "three-programs-an-sm": ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False,
                                               tma_store=True),
+         "two-programs-an-sm": ForwardTiles(64, 4, block_n=128, skewed=False, tma_store=True),
          "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
          "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
          "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
@@ -74,9 +75,11 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
             return_mode="median")
     rows = []
     for name, plan in PLANS.items():
-        tiles = None if plan is None else replace(default_tiles(d), forward=plan)
+        tiles = None if plan is None else replace(default_tiles(d, causal=causal),
+                                                  forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
-                               "tiles": str(tiles or default_tiles(d)), "cudnn_ms": cudnn_ms}
+                               "tiles": str(tiles or default_tiles(d, causal=causal)),
+                               "cudnn_ms": cudnn_ms}
         try:
             o = forward(q, k, v, causal=causal, tiles=tiles)[0]
             row["rel_l2_vs_sdpa"] = float((o.float() - ref.float()).norm() / ref.float().norm())

@@ -78,7 +78,7 @@ def layer_errors(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray,
     ``{"cos", "rel_l2"}``, plus the inputs' sigma (std of q and k)."""
     d = q.shape[-1]
     fine = options.scales == "fine"
-    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine), fine_scales=fine,
+    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine, causal), fine_scales=fine,
                               smooth_q=options.smooth_q)
     cfg = SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal, smooth_k=options.smooth_k,
                         smooth_q=options.smooth_q, **blocks, out_dtype="bfloat16",

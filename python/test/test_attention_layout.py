@@ -10,7 +10,8 @@ import pytest
 
 from sage.kernels.sagebwd import interpreted
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, ForwardTiles, Shape,
-                                         Tiles, backward_buffers, emulation_blocks,
+                                         Tiles, backward_buffers, default_tiles,
+                                         emulation_blocks,
                                          forward_buffers, forward_sequence, runtime_args,
                                          runtime_params, scalar_args, stride_args,
                                          strided_params)
@@ -84,6 +85,22 @@ def test_runtime_args_names_what_is_missing():
     with pytest.raises(KeyError, match="kv_stats_kernel: no value for k_mean"):
         runtime_args("kv_stats_kernel", {"k": 0, "v": 0, "N_KV": 1, "H_KV": 1, "stride_kb": 0,
                                          "stride_kh": 0, "stride_kn": 0})
+
+
+def test_default_forward_plans():
+    """The measured defaults (launch.default_tiles): 128-key blocks with fine
+    scales but for D=64 causal, and three programs an SM (168 registers) at
+    D=128; the emulation's blocks follow."""
+    def plan(d, **kwargs):
+        return default_tiles(d, **kwargs).forward_tiles(kwargs.get("fine_scales", True),
+                                                        kwargs.get("smooth_q", False))
+    assert (plan(128).block_n, plan(128).maxnreg) == (128, 168)
+    assert (plan(64).block_n, plan(64).maxnreg) == (128, None)
+    assert plan(64, causal=True).block_n == 64 and plan(128, causal=True).block_n == 128
+    assert plan(128, smooth_q=True).block_n == 64
+    assert plan(128, fine_scales=False).block_n == 64
+    assert emulation_blocks(default_tiles(64, causal=True), fine_scales=True,
+                            smooth_q=False)["forward_block_n"] == 64
 
 
 def test_forward_plan_follows_the_quantization():

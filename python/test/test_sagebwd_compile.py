@@ -31,6 +31,11 @@ PTXAS = os.environ.get("SAGE_PTXAS") or shutil.which("ptxas") or "/usr/local/cud
 KNOWN_SPILLS = {
     ("sagebwd_backward", 128): lambda flags: flags["smooth_q"],
     ("sagebwd_backward", 64): lambda flags: flags["smooth_q"],
+    # On purpose: the D=128 forward is capped at 168 registers so that three
+    # programs share an SM. It keeps ~13 of O's registers in L1 inside the
+    # loop, and is still 1.11x faster than at 254 registers with two programs
+    # (bench/results/2026-11-26-h100-forward-plans-units.md).
+    ("sagebwd_forward", 128): lambda flags: True,
 }
 # Variants at the register limit that may spill only outside their loops (a
 # value or two of the prologue kept for the epilogue: one store before the
@@ -38,9 +43,6 @@ KNOWN_SPILLS = {
 # (direct_kv) uses all 255 registers.
 SPILLS_OUTSIDE_LOOPS = {
     ("sagebwd_backward", 64): lambda flags: flags["direct_kv"],
-    # The D=128 forward with Q-smoothing: 255 registers, its K-scale loads
-    # issued before the key tile's wait.
-    ("sagebwd_forward", 128): lambda flags: flags["smooth_q"],
 }
 
 
@@ -71,7 +73,7 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
     disassembler = census.find_disassembler()
     for flags in _variants(name):
         fine, smooth_q = flags.get("fine_scales", True), flags.get("smooth_q", False)
-        tiles = default_tiles(d, smooth_q, fine)
+        tiles = default_tiles(d, smooth_q, fine, flags.get("causal", False))
         launch = tiles.options(name, fine_scales=fine, smooth_q=smooth_q)
         # A warp-specialised forward has a producer warpgroup beside its warps.
         producer = name == "sagebwd_forward" and \

@@ -7,7 +7,9 @@
 // (proven from the kernel-argument hints, sage/Dialect/Sage/IR/Divisibility.h)
 // and whose bound cuts no vector in two, they move as one access of up to 16
 // bytes; in a transposed view (unit stride along rows) the same holds for
-// consecutive elements of a column.
+// consecutive elements of a column. Along a dimension whose offset and bound
+// are multiples of the tile's extent, the tile is wholly in or out of bounds:
+// one check serves all its elements.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,11 +85,15 @@ static Value sigma16TokenOf(OpBuilder &b, Location loc, Value slot) {
                               arith::OrIOp::create(b, loc, low, high));
 }
 
+/// `wholeTileDims` (bit d: dimension d) are checked once for the whole tile:
+/// with offset a*E and bound b*E (E the tile's extent, 0 <= i < E), a*E + i
+/// lies in [0, b*E) exactly when a*E does.
 static ElementAccess
 computeAccess(OpBuilder &b, Location loc, const TileDistribution &dist,
               Type elem, Value base, ArrayRef<ValueRange> offsetRanges,
               ArrayRef<ValueRange> strideRanges,
-              ArrayRef<ValueRange> boundRanges, bool sigma16Rows = false) {
+              ArrayRef<ValueRange> boundRanges, unsigned wholeTileDims,
+              bool sigma16Rows = false) {
   // Each index operand is one scalar; the 1:N adaptor gives ranges.
   auto flatten = [](ArrayRef<ValueRange> ranges) {
     SmallVector<Value> out;
@@ -106,6 +112,17 @@ computeAccess(OpBuilder &b, Location loc, const TileDistribution &dist,
   struct Along {
     Value valid, term;
   };
+  auto inBounds = [&](Value at, Value bound) {
+    Value lo =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, at, zero);
+    Value hi =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at, bound);
+    return arith::AndIOp::create(b, loc, lo, hi);
+  };
+  std::array<Value, 2> wholeTile;
+  for (unsigned d = 0; d < 2; ++d)
+    if (wholeTileDims & (1u << d))
+      wholeTile[d] = inBounds(offsets[d], bounds[d]);
   std::array<DenseMap<Value, Along>, 2> along;
   auto get = [&](unsigned d, Value coord) -> Along {
     auto [it, inserted] = along[d].try_emplace(coord);
@@ -114,11 +131,7 @@ computeAccess(OpBuilder &b, Location loc, const TileDistribution &dist,
       if (d == 0 && sigma16Rows)
         index = sigma16TokenOf(b, loc, index);
       Value at = arith::AddIOp::create(b, loc, index, offsets[d]);
-      Value lo =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, at, zero);
-      Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at,
-                                       bounds[d]);
-      it->second = {arith::AndIOp::create(b, loc, lo, hi),
+      it->second = {wholeTile[d] ? wholeTile[d] : inBounds(at, bounds[d]),
                     arith::MulIOp::create(b, loc, at, strides[d])};
     }
     return it->second;
@@ -193,39 +206,63 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
   return width;
 }
 
-void mlir::sage::recordVectorWidths(ModuleOp module, bool vectorAtomics) {
+/// The view dimensions (bit mask) along which a tile of `shape` at
+/// `offsets` lies wholly in or out of `bounds`: its extent divides both.
+static unsigned wholeTileDims(ArrayRef<int64_t> shape, OperandRange offsets,
+                              OperandRange bounds) {
+  unsigned dims = 0;
+  if (offsets.size() != 2)
+    return dims;
+  for (unsigned d = 0; d < 2; ++d)
+    if (knownDivisor(offsets[d]) % shape[d] == 0 &&
+        knownDivisor(bounds[d]) % shape[d] == 0)
+      dims |= 1u << d;
+  return dims;
+}
+
+void mlir::sage::recordAccessFacts(ModuleOp module, bool vectorAtomics) {
   Builder b(module.getContext());
   auto record = [&](Operation *op, Type tile, Value ptr, OperandRange offsets,
                     OperandRange strides, OperandRange bounds,
-                    bool sigma16Rows = false) {
+                    bool vectorize = true, bool sigma16Rows = false) {
     std::optional<TileDistribution> dist = TileDistribution::get(tile);
     if (!dist)
       return;
-    int64_t width = vectorWidth(
-        *dist, cast<RankedTensorType>(tile).getElementTypeBitWidth() / 8, ptr,
-        offsets, strides, bounds, sigma16Rows);
+    auto type = cast<RankedTensorType>(tile);
+    int64_t width =
+        vectorize ? vectorWidth(*dist, type.getElementTypeBitWidth() / 8, ptr,
+                                offsets, strides, bounds, sigma16Rows)
+                  : 1;
     if (width > 1)
       op->setAttr(kVectorWidthAttrName, b.getI64IntegerAttr(width));
+    if (unsigned dims = wholeTileDims(type.getShape(), offsets, bounds))
+      op->setAttr(kWholeTileDimsAttrName, b.getI64IntegerAttr(dims));
   };
   module.walk([&](Operation *op) {
-    if (auto load = dyn_cast<LoadOp>(op))
+    if (auto load = dyn_cast<LoadOp>(op)) {
       record(op, load.getResult().getType(), load.getPtr(), load.getOffsets(),
-             load.getStrides(), load.getBounds(), load.getSigma16Rows());
-    else if (auto store = dyn_cast<StoreOp>(op);
-             store && (!store.getAtomicAdd() ||
-                       (vectorAtomics &&
-                        cast<RankedTensorType>(store.getValue().getType())
-                            .getElementType()
-                            .isF32())))
-      record(op, store.getValue().getType(), store.getPtr(), store.getOffsets(),
-             store.getStrides(), store.getBounds());
+             load.getStrides(), load.getBounds(), /*vectorize=*/true,
+             load.getSigma16Rows());
+    } else if (auto store = dyn_cast<StoreOp>(op)) {
+      auto type = cast<RankedTensorType>(store.getValue().getType());
+      record(op, type, store.getPtr(), store.getOffsets(), store.getStrides(),
+             store.getBounds(),
+             !store.getAtomicAdd() ||
+                 (vectorAtomics && type.getElementType().isF32()));
+    }
   });
 }
 
-/// The width recordVectorWidths wrote on `op` (1: none).
+/// The width recordAccessFacts wrote on `op` (1: none).
 static int64_t recordedWidth(Operation *op) {
   auto attr = op->getAttrOfType<IntegerAttr>(kVectorWidthAttrName);
   return attr ? attr.getInt() : 1;
+}
+
+/// The whole-tile dimensions recordAccessFacts wrote on `op` (0: none).
+static unsigned recordedWholeTileDims(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kWholeTileDimsAttrName);
+  return attr ? unsigned(attr.getInt()) : 0;
 }
 
 namespace {
@@ -348,7 +385,8 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
     Type elem = op.getResult().getType().getElementType();
     ElementAccess access = computeAccess(
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
-        adaptor.getStrides(), adaptor.getBounds(), op.getSigma16Rows());
+        adaptor.getStrides(), adaptor.getBounds(), recordedWholeTileDims(op),
+        op.getSigma16Rows());
     int64_t width = recordedWidth(op);
     SmallVector<Value> values;
     if (width > 1) {
@@ -386,7 +424,7 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
         cast<RankedTensorType>(op.getValue().getType()).getElementType();
     ElementAccess access = computeAccess(
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
-        adaptor.getStrides(), adaptor.getBounds());
+        adaptor.getStrides(), adaptor.getBounds(), recordedWholeTileDims(op));
     // Only the owning copy of a replicated element writes: required for
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);

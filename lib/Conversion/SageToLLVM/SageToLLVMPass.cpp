@@ -72,7 +72,7 @@ static void lowerArgumentHints(ModuleOp module) {
       // Tile arguments expand to several scalars without moving their
       // attributes along, so an index may now name another argument: only
       // pointers take `llvm.align` (kernels have no tile arguments; the
-      // hint has already served recordVectorWidths).
+      // hint has already served recordAccessFacts).
       auto align = func.getArgAttrOfType<IntegerAttr>(
           i, SageDialect::kAlignmentAttrName);
       if (align && isa<LLVM::LLVMPointerType>(func.getArgument(i).getType()))
@@ -138,7 +138,7 @@ struct ConvertSageToLLVMPass
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
     std::optional<TargetInfo> gpu = SageDialect::getTarget(module);
-    recordVectorWidths(
+    recordAccessFacts(
         module,
         gpu && gpu->hasVectorReductions() &&
             ptxVersion >=

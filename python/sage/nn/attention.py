@@ -71,7 +71,7 @@ def _sage_config(options: AttentionOptions, d: int, causal: bool) -> Any:
     from sage.reference.sagebwd import SageBwdConfig
 
     fine = options.scales == "fine"
-    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine), fine_scales=fine,
+    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine, causal), fine_scales=fine,
                               smooth_q=options.smooth_q)
     return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
                          smooth_k=options.smooth_k, smooth_q=options.smooth_q, **blocks,

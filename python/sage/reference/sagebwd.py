@@ -226,14 +226,17 @@ def _valid_mask(rows: np.ndarray, cols: np.ndarray, causal: bool,
 def k_mean(k: np.ndarray, block_n: int) -> np.ndarray:
     """The per-(batch, kv head) token mean of K in float32, summed as the kernel does.
 
-    The kernel adds per-block f32 sums into an f32 accumulator and divides by
-    Nkv in f32; the interpreter rounds each block sum from float64.
+    The kernel adds the block_n-row tiles element by element into an f32
+    tile (rows past Nkv are 0), sums its rows once at the end and divides by
+    Nkv in f32; the interpreter rounds that row sum from float64.
     """
-    total = np.zeros(k.shape[:2] + (k.shape[3],), np.float32)
-    for _, start, stop in blocks(k.shape[2], block_n):
-        part = k[:, :, start:stop].astype(np.float64).sum(axis=2).astype(np.float32)
-        total = (total + part).astype(np.float32)
-    return (total / np.float32(k.shape[2])).astype(np.float32)
+    batch, heads, n, d = k.shape
+    rows = np.zeros((batch, heads, block_n, d), np.float32)
+    for _, start, stop in blocks(n, block_n):
+        rows[:, :, :stop - start] = (rows[:, :, :stop - start]
+                                     + k[:, :, start:stop].astype(np.float32))
+    total = rows.astype(np.float64).sum(axis=2).astype(np.float32)
+    return (total / np.float32(n)).astype(np.float32)
 
 
 def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> QuantizedInputs:

@@ -108,6 +108,29 @@ func.func @transposed_bytes(%dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 
+// Offsets and bounds that are multiples of the tile's extent (16 rows,
+// 32 columns): the tile is wholly in or wholly out of bounds, so one check
+// of the offset serves every element (the columns' folds away). Elsewhere
+// (@copy) each row and column is checked.
+// CHECK-LABEL: func.func @whole_tile
+// CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK: arith.cmpi sge, %[[AT]], %{{.*}} : i64
+// CHECK: arith.cmpi slt, %[[AT]], %{{.*}} : i64
+// CHECK-NOT: arith.cmpi
+// CHECK-COUNT-4: ld.global.b16
+// CHECK-NOT: arith.cmpi
+// CHECK: return
+func.func @whole_tile(%src: !sage.ptr<f16>, %x: i64, %y: i64) -> tensor<16x32xf16> {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c16 = arith.constant 16 : i64
+  %c32 = arith.constant 32 : i64
+  %row = arith.muli %x, %c16 : i64
+  %rows = arith.muli %y, %c16 : i64
+  %t = sage.load %src[%row, %c0] strides [%c32, %c1] bounds [%rows, %c32] : !sage.ptr<f16> -> tensor<16x32xf16>
+  return %t : tensor<16x32xf16>
+}
+
 // i8 values travel in 16-bit registers.
 // CHECK-LABEL: func.func @bytes
 func.func @bytes(%src: !sage.ptr<i8>, %n: i64) -> tensor<16x32xi8> {

@@ -28,12 +28,18 @@ void populateProgramOpsToLLVMPatterns(const TypeConverter &converter,
 /// load, store (plain and atomic add).
 void populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
-/// Where loads and stores may move several elements per access, recorded
-/// before the conversion (which the divisibility analysis cannot read
-/// through) as `kVectorWidthAttrName`. f32 atomic adds get one only with
-/// `vectorAtomics` (red.global.add.v2/v4.f32: sm_90, PTX ISA 8.1).
+/// What the divisibility analysis proves about each load and store,
+/// recorded before the conversion (which the analysis cannot read through):
+/// - `kVectorWidthAttrName`: how many elements one access may move. f32
+///   atomic adds get one only with `vectorAtomics` (red.global.add.v2/v4.f32:
+///   sm_90, PTX ISA 8.1).
+/// - `kWholeTileDimsAttrName`: a bit mask of the view dimensions along which
+///   the tile lies wholly in or wholly out of bounds (its extent divides both
+///   the offset and the bound), so one check serves every element.
 inline constexpr llvm::StringLiteral kVectorWidthAttrName = "sage.vector_width";
-void recordVectorWidths(ModuleOp module, bool vectorAtomics);
+inline constexpr llvm::StringLiteral kWholeTileDimsAttrName =
+    "sage.whole_tile_dims";
+void recordAccessFacts(ModuleOp module, bool vectorAtomics);
 /// Elementwise arith/math on tiles, tile constants, splat, iota, broadcast.
 void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
                                        RewritePatternSet &patterns);

@@ -100,9 +100,13 @@ def load_transposed_block(ptr, bh, col, cols, stride, BLOCK: int, D: int):
     return sl.load(slice_of(ptr, bh, D, stride), (D, BLOCK), (0, col), (stride, 1), (D, cols))
 
 
-def load_row_stat(ptr, bh, row, rows, BLOCK: int):
-    """A ``BLOCK x 1`` f32 row statistic (LSE, delta) of slice ``bh`` at ``row``."""
-    return sl.load(slice_of(ptr, bh, rows, 1), (BLOCK, 1), (row, 0), (1, 0), (rows, 1))
+def load_row_stat(ptr, bh, row, rows, BLOCK: int, end=None):
+    """A ``BLOCK x 1`` f32 row statistic (LSE, delta) of slice ``bh`` at
+    ``row`` (0 past ``end``, by default ``rows``: a caller that knows the
+    tile ends before ``rows`` may say so, and a block-aligned ``end`` lets
+    one bounds check serve the whole tile)."""
+    return sl.load(slice_of(ptr, bh, rows, 1), (BLOCK, 1), (row, 0), (1, 0),
+                   (rows if end is None else end, 1))
 
 
 def store_row_stat(ptr, value, bh, row, rows) -> None:
@@ -156,11 +160,12 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
         store_transposed_rows(q_ptr, x_q, bh, row, rows, transposed_stride, D)
 
 
-def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool):
+def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool, end=None):
     """The scales of the tile :func:`quantize_block_to` wrote at ``row``: a
-    ``BLOCK x 1`` column with PER_TOKEN, else the block's ``1 x 1``."""
+    ``BLOCK x 1`` column with PER_TOKEN (``end`` as :func:`load_row_stat`'s),
+    else the block's ``1 x 1``."""
     if PER_TOKEN:
-        return load_row_stat(ptr, bh, row, rows, BLOCK)
+        return load_row_stat(ptr, bh, row, rows, BLOCK, end)
     return load_block_scale(ptr, bh, block, cdiv(rows, BLOCK))
 
 

@@ -97,12 +97,14 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     # a per-column term to S: there T is S itself.
     row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
 
-    def scores(col):
+    def scores(col, MASKED: bool):
         """T of the key block at ``col`` (f32, in flight until used)."""
         kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
-        # The K scales' rows are padded to 16 tokens: whole pairs load as one access.
+        # The K scales' rows are padded to 16 tokens: whole pairs load as one
+        # access. Every key of an unmasked block exists: there the view ends
+        # with the block, so one bounds check serves the whole tile.
         sk = load_scale(k_scale, kv, col // BLOCK_N, col, padded_tokens(N_KV), BLOCK_N,
-                        FINE_SCALES)
+                        FINE_SCALES, end=None if MASKED else col + BLOCK_N)
         if SMOOTH_Q:
             return (sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
                     + smoothing_bias(qbar, kt, sk, FINE_SCALES))
@@ -158,7 +160,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         of the block before, then the softmax of ``col``'s block (which waits
         for the first matmul only), then O moved to the block before's units
         and P^ V^ added (one FMA per element)."""
-        s = scores(col)
+        s = scores(col, MASKED)
         pv = values(p_q, col - BLOCK_N)
         p_q, m, unit, l, next_shift = probabilities(s, col, m, unit, l, MASKED)
         return p_q, m, unit, l, next_shift, sl.fma(acc, shift, pv)
@@ -168,7 +170,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         order: S, the softmax, P^ V^ added to O."""
         for col in sl.range(first, last, BLOCK_N, num_stages=STAGES,
                             warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-            p_q, m, unit, l, shift = probabilities(scores(col), col, m, unit, l, MASKED)
+            p_q, m, unit, l, shift = probabilities(scores(col, MASKED), col, m, unit, l, MASKED)
             acc = sl.fma(acc, shift, values(p_q, col))
         return m, unit, l, acc
 
@@ -190,7 +192,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     acc = sl.zeros((BLOCK_M, D), sl.float32)
     if SKEWED:
         # O starts at 0 (whatever factor, the first block's, multiplies it).
-        p_q, m, unit, l, shift = probabilities(scores(0), 0, m, unit, l, True)
+        p_q, m, unit, l, shift = probabilities(scores(0, True), 0, m, unit, l, True)
         for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
                             warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
             p_q, m, unit, l, shift, acc = trip(col, p_q, m, unit, l, shift, acc, False)

@@ -135,9 +135,10 @@ class Tiles:
         return self.options(kernel, fine_scales=fine_scales, smooth_q=smooth_q)["num_warps"]
 
 
-def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True) -> Tiles:
+def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
+                  causal: bool = False) -> Tiles:
     """Block sizes, warps and the forward plan, compiled for sm_90a without
-    spills in loops (ptxas -v).
+    spills in loops (ptxas -v) but where a plan says so.
 
     The backward: D=64 on 64 x 64 tiles and one warpgroup (4 warps), so every
     matmul selects wgmma (255 registers, no spills); D=128 on 64 x 64 tiles
@@ -152,14 +153,21 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True) -> T
     128 keys per block (P~ is then quantized to unsigned bytes and V per
     channel, which keep O's error at 0.86x the paper's at sigma = 1; 64-key
     blocks with block scales, and with Q-smoothing, whose K tile in
-    registers would spill at 128 keys). On the H100 at B4 H32 N4K
+    registers would spill at 128 keys). At D=128 it is capped at 168
+    registers, so that three programs share an SM: it then keeps ~13 of O's
+    registers in L1 inside the loop, and is 1.11x faster than two programs
+    at 254 registers. On the H100 at B4 H32 N4K
     (bench/results/2026-11-26-h100-forward-plans*.md) this was the fastest
-    plan at both head dims: 1.25-1.36x the 128-row plan with a producer
-    warpgroup and 64-key blocks (ping-pong, three stages and a skewed loop
-    did not help: the kernel is issue-bound, and a second program per SM
-    hides latency as well as a producer does).
+    plan at both head dims: 1.3-1.5x the 128-row plan with a producer
+    warpgroup (ping-pong, three stages and a skewed loop did not help: the
+    kernel is issue-bound, and other programs on the SM hide latency as well
+    as a producer does). The one exception measured: D=64 causal, where
+    64-key blocks are 1.13x faster (the emulation follows: its blocks come
+    from the same tiles, :func:`emulation_blocks`).
     """
-    forward = ForwardTiles(64, 4, block_n=128 if fine_scales and not smooth_q else None,
+    forward = ForwardTiles(64, 4, maxnreg=168 if d == 128 else None,
+                           block_n=128 if fine_scales and not smooth_q
+                           and not (d == 64 and causal) else None,
                            skewed=False, tma_store=True)
     return Tiles(64, 64, 4 if d == 64 else 8, forward=forward)
 

@@ -25,26 +25,29 @@ def kv_stats_kernel(k, v, k_mean, v_scale, N_KV, H_KV, stride_kb, stride_kh, str
     FINE_SCALES, V's per-channel scales, absmax / 127 over all the tokens.
 
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
-    k_mean, v_scale: (B*Hkv, D) f32. Grid: (Hkv, B). Per-block K sums are
-    added in f32 (loads past Nkv are 0); a scale below the smallest normal
+    k_mean, v_scale: (B*Hkv, D) f32. Grid: (Hkv, B). The loop only adds (and
+    takes maxima) element by element, each thread in its own registers, over
+    BLOCK_N-row tiles (loads past Nkv are 0); the tile's rows are reduced
+    once, after it (a reduction across warps per block would cost shared
+    memory and barriers on every trip). A scale below the smallest normal
     f32 is 0, as a quantizer's own (sl.quantize).
     """
     batch, head, bh = program_head(H_KV, axis=0)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
-    total = sl.zeros((1, D), sl.float32)
-    absmax = sl.zeros((1, D), sl.float32)
+    sums = sl.zeros((BLOCK_N, D), sl.float32)
+    peaks = sl.zeros((BLOCK_N, D), sl.float32)
     for row in sl.range(0, N_KV, BLOCK_N):
         if SMOOTH_K:
-            tile = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
-            total = total + sl.sum(tile, axis=0)
+            sums = sums + load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N,
+                                            D).to(sl.float32)
         if FINE_SCALES:
-            tile = load_strided_rows(v_base, row, N_KV, stride_vn, BLOCK_N, D).to(sl.float32)
-            absmax = sl.maximum(absmax, sl.absmax(tile, axis=0))
+            peaks = sl.maximum(peaks, sl.abs(load_strided_rows(
+                v_base, row, N_KV, stride_vn, BLOCK_N, D).to(sl.float32)))
     if SMOOTH_K:
-        store_vector(k_mean, total / N_KV.to(sl.float32), bh, D)
+        store_vector(k_mean, sl.sum(sums, axis=0) / N_KV.to(sl.float32), bh, D)
     if FINE_SCALES:
-        scale = absmax / 127.0
+        scale = sl.max(peaks, axis=0) / 127.0
         store_vector(v_scale, sl.where(scale < SMALLEST_NORMAL, 0.0, scale), bh, D)
 
 

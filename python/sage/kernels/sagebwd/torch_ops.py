@@ -183,8 +183,8 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
     may be symbolic: the fake implementations of the ``sage::`` ops use it)."""
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-    return Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine"), causal, sm_scale,
-                smooth_k, smooth_q, q.dtype, scales)
+    return Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal), causal,
+                sm_scale, smooth_k, smooth_q, q.dtype, scales)
 
 
 def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
