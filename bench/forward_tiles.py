@@ -4,7 +4,7 @@
 
 The default forward plan (launch.default_tiles: 64 query rows on one
 warpgroup, 128 keys, in dependency order, O by the copy engine) and others
-(:data:`PLANS`: three programs an SM, the loop skewed, 64 keys, 128 rows on
+(:data:`PLANS`: two or three programs an SM, the loop skewed, 64 or 256 keys, 128 rows on
 two consumer warpgroups beside a producer warpgroup, with ping-pong). This times the
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
@@ -39,6 +39,7 @@ PLANS = {"default": None,
          "two-programs-an-sm": ForwardTiles(64, 4, block_n=128, skewed=False, tma_store=True),
          "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
          "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
+         "256-keys": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True),
          "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
                                           skewed=False, tma_store=True),
          "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,

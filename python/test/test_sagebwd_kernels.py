@@ -41,6 +41,8 @@ CASES = {
                                       64, 128),
     "forward_keys_128_d128": (1, 2, 2, 70, 300, 128, "bfloat16", False, True, False, 64, 64,
                               128),
+    "forward_keys_256_d64_tails": (1, 2, 1, 70, 600, 64, "bfloat16", False, True, False, 64,
+                                   64, 256),
 }
 
 
