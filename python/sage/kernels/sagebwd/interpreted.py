@@ -56,7 +56,15 @@ def token_tensor(array: np.ndarray, dtype: str, layout: str = "bhsd") -> TokenTe
 
 
 def _allocate(specs: dict[str, BufferSpec]) -> dict[str, np.ndarray]:
-    return {name: np.zeros(spec.shape, spec.dtype) for name, spec in specs.items()}
+    """The buffers ``specs`` describe: zeroed where the kernels add into
+    them, else poisoned (NaN, or 0x5A bytes), as the GPU path leaves them
+    uninitialised: a kernel that reads what no kernel wrote fails the tests."""
+    def buffer(spec: BufferSpec) -> np.ndarray:
+        if spec.zeroed:
+            return np.zeros(spec.shape, spec.dtype)
+        poison = np.nan if np.dtype(spec.dtype).kind == "f" else 0x5A
+        return np.full(spec.shape, poison, spec.dtype)
+    return {name: buffer(spec) for name, spec in specs.items()}
 
 
 def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConfig,

@@ -374,9 +374,10 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
                                                         fine_scales)), "float32"),
         # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
         # in the forward, so K-major there is key-contiguous; the copies go
-        # global -> shared with cp.async / TMA. The padding reads as 0 (zeroed)
-        # and meets P = 0 anyway (masked keys).
-        "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8", zeroed=True),
+        # global -> shared with cp.async / TMA. quantize_kv_kernel writes
+        # every slot, the padding as 0 (which meets P = 0 anyway: masked
+        # keys), so the buffer needs no fill.
+        "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8"),
         # Per channel over all the tokens (fine scales), else per block.
         "v_scale": BufferSpec((bhkv, d) if fine_scales else (bhkv, nk), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
