@@ -195,9 +195,11 @@ class Loop:
 
 
 #: Instructions a wait loop may consist of: polling an mbarrier or a flag,
-#: backing off, and the branch (a loop of only these does no work).
+#: backing off, and the branch (a loop of only these does no work). ptxas
+#: moves the phase into a register with MOV or with IMAD (``IMAD.U32 R0, RZ,
+#: RZ, UR4``).
 WAIT_OPCODES = ("SYNCS", "NANOSLEEP", "YIELD", "BRA", "NOP", "WARPSYNC", "LD", "LDG",
-                "ISETP", "ULDC", "MOV", "IADD3", "PLOP3", "BSSY", "BSYNC", "R2UR")
+                "ISETP", "ULDC", "MOV", "IMAD", "IADD3", "PLOP3", "BSSY", "BSYNC", "R2UR")
 
 
 #: Instructions a lane loop may consist of besides the uniform-datapath ones (``U*``:
@@ -345,8 +347,9 @@ def find_loops(function: SassFunction) -> list[Loop]:
 
 
 def work_loops(loops: Sequence[Loop]) -> list[Loop]:
-    """The innermost loops that are neither wait loops nor lane loops: the loop
-    body of the census.
+    """The innermost loops that are neither wait loops nor lane loops: the
+    candidates for the census's loop body (:func:`census_function` takes the
+    smallest: the steady state).
 
     A loop is innermost when no other such loop lies inside it (a wait loop or
     a lane loop nested in the main loop, e.g. an mbarrier retry or a TMA
@@ -606,7 +609,7 @@ def variant_ptx(variant: Variant, library: Any) -> tuple[str, dict[str, Any]]:
     from sage.kernels.sagebwd.launch import (KERNELS, Shape, arg_specs,  # noqa: PLC0415
                                              constexprs, default_tiles)
 
-    tiles = default_tiles(variant.d)
+    tiles = default_tiles(variant.d, causal=variant.causal)
     shape = Shape(4, 32, 32, 4096, 4096, variant.d)
     consts = constexprs(variant.kernel, shape, tiles, causal=variant.causal, smooth_k=True,
                         smooth_q=False, fine_scales=True)
@@ -653,7 +656,11 @@ def census_function(function: SassFunction, threads: int, dynamic_smem: int,
     body, per element)."""
     loops = find_loops(function)
     work = work_loops(loops)
-    body = set().union(*(loop.addresses for loop in work)) if work else set()
+    # Several disjoint work loops (the SageBwd forward's mask-free key loop
+    # and its masked loop, which runs the key tail or the causal diagonal
+    # once or twice a program): the body is the smallest, the steady state.
+    main = min(work, key=lambda loop: loop.size) if work else None
+    body = main.addresses if main is not None else frozenset()
     whole = categorize(count_opcodes(function.instructions))
     loop_counts = categorize(count_opcodes(i for i in function.instructions
                                            if i.address in body)) if work else None
@@ -664,7 +671,8 @@ def census_function(function: SassFunction, threads: int, dynamic_smem: int,
         "instructions": len(function.instructions),
         "loops": [{"header": hex(loop.header), "back_edges": [hex(a) for a in loop.back_edges],
                    "instructions": loop.size, "wait_loop": loop.wait_loop,
-                   "lane_loop": loop.lane_loop, "in_body": loop in work} for loop in loops],
+                   "lane_loop": loop.lane_loop, "work_loop": loop in work,
+                   "in_body": loop is main} for loop in loops],
         "whole": whole, "loop_body": loop_counts,
         "opcodes_whole": dict(sorted(count_opcodes(function.instructions).items())),
     }
@@ -725,7 +733,7 @@ def markdown_report(results: dict[str, Any]) -> str:
          "loops (work / all)", "loop-body instrs", "per-element formula"],
         [[r["variant"], r.get("registers"), f"{r.get('spill_stores')}/{r.get('spill_loads')}",
           r.get("stack"), f"{r.get('smem')} + {r.get('dynamic_smem')}", r["instructions"],
-          f"{sum(loop['in_body'] for loop in r['loops'])} / {len(r['loops'])}",
+          f"{sum(loop['work_loop'] for loop in r['loops'])} / {len(r['loops'])}",
           r["loop_body"]["total"] if r["loop_body"] else "-",
           r.get("per_element_formula", "-")] for r in rows],
         right=[False, True, True, True, True, True, True, True, False]), ""]
@@ -752,8 +760,10 @@ LOOP_METHOD = (
     "(ptxas's ELECT ... BRA.U.ANY loop that issues a per-thread TMA copy, UTMALDG, once per "
     "active lane: bodies of only ELECT, uniform-datapath instructions, predicate logic and "
     "a .ANY back edge) are set aside, though they count in the loops around them; the "
-    "loop body is the union of the innermost remaining loops, counted statically (each "
-    "instruction once). Subroutines reached by CALL (ptxas's division and reciprocal slow "
+    "loop body is the smallest of the innermost remaining loops (the steady state: the "
+    "SageBwd forward's mask-free key loop, not the masked loop after it that runs the key "
+    "tail or the causal diagonal once or twice a program; the others are listed with their "
+    "sizes), counted statically (each instruction once). Subroutines reached by CALL (ptxas's division and reciprocal slow "
     "paths) are not followed: they count in the whole kernel only.")
 PER_ELEMENT_METHOD = (
     "loop-body count x threads per program / elements per iteration (BLOCK_M x BLOCK_N score "

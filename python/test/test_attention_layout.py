@@ -90,13 +90,15 @@ def test_runtime_args_names_what_is_missing():
 def test_default_forward_plans():
     """The measured defaults (launch.default_tiles), with fine scales: at
     D=128 128-key blocks and three programs an SM (168 registers); at D=64
-    256-key blocks, 64 when causal. The emulation's blocks follow."""
+    256-key blocks, or 64 when causal, then four programs an SM (128
+    registers). The emulation's blocks follow."""
     def plan(d, **kwargs):
         return default_tiles(d, **kwargs).forward_tiles(kwargs.get("fine_scales", True),
                                                         kwargs.get("smooth_q", False))
     assert (plan(128).block_n, plan(128).maxnreg) == (128, 168)
     assert (plan(64).block_n, plan(64).maxnreg) == (256, None)
-    assert plan(64, causal=True).block_n == 64 and plan(128, causal=True).block_n == 128
+    assert (plan(64, causal=True).block_n, plan(64, causal=True).maxnreg) == (64, 128)
+    assert plan(128, causal=True).block_n == 128
     assert plan(128, smooth_q=True).block_n == 64
     assert plan(128, fine_scales=False).block_n == 64
     assert emulation_blocks(default_tiles(64, causal=True), fine_scales=True,

@@ -148,11 +148,12 @@ def test_flash_kernel_maps_move_to_the_host(monkeypatch):
                   POSITIVE_SCALE=True, **plan.options())
     host = FLASH.compile(*args, **kwargs).info
     assert host.global_scratch == 0
-    # K, V and (stored by the copy engine at D = 128) O.
-    assert [(m.param, m.address) for m in host.tensor_maps] == [(22, "a1"), (23, "a2"),
-                                                                (24, "a3")]
+    # Q (loop-invariant: copied once, before the key loop), K, V and (stored
+    # by the copy engine at D = 128) O.
+    assert [(m.param, m.address) for m in host.tensor_maps] == [(22, "a0"), (23, "a1"),
+                                                                (24, "a2"), (25, "a3")]
     # K: 256 bytes of D by Nkv rows by Hkv = H / GROUP heads by B batches.
-    assert host.tensor_maps[0].dims == ("256", "a7", "div32(a9,2)", "a8")
+    assert host.tensor_maps[1].dims == ("256", "a7", "div32(a9,2)", "a8")
     monkeypatch.setenv("SAGE_TENSOR_MAPS", "device")
     device = FLASH.compile(*args, **kwargs).info
     assert device.tensor_maps == () and device.global_scratch > 0

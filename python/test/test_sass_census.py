@@ -122,6 +122,21 @@ def test_lane_loops_are_set_aside():
         [(True, False), (False, True), (False, False)]
 
 
+def test_body_is_the_smallest_work_loop():
+    """Two key loops one after the other (the SageBwd forward's mask-free loop
+    and its masked loop, which runs once or twice a program): the census body
+    is the smaller, the steady state, not their union; both are listed."""
+    function = _function("sass_census_two_loops.sass")
+    loops = census.find_loops(function)
+    assert sorted((loop.header, loop.size) for loop in census.work_loops(loops)) == \
+        [(0x30, 5), (0x80, 8)]
+    record = census.census_function(function, threads=128, dynamic_smem=0, resources={},
+                                    constexprs={"D": 64, "BLOCK_M": 64, "BLOCK_N": 64})
+    assert (record["loop_body"]["total"], record["loop_body"]["FADD"]) == (5, 0)
+    assert sorted((loop["header"], loop["work_loop"], loop["in_body"])
+                  for loop in record["loops"]) == [("0x30", True, True), ("0x80", True, False)]
+
+
 def _instructions(*lines: str):
     """SASS lines (``"@P1 BRA.U.ANY `(.L_x_1)"``) -> Instructions (no addresses or targets
     needed: :func:`is_lane_loop` looks at opcodes)."""
@@ -145,6 +160,17 @@ def test_lane_loop_needs_elect_any_back_edge_and_no_work():
     work = body[:-1] + _instructions("FFMA R5, R24, R3, -R4", "@P1 BRA.U.ANY `(.L_x_1)")
     assert not census.is_lane_loop(work, work[-1:])
     assert not census.is_wait_loop(body)
+
+
+def test_wait_loop_with_the_phase_moved_by_imad():
+    """ptxas may move an mbarrier's phase into a register with IMAD.U32
+    instead of MOV: the poll is still a wait loop, not the census's body (the
+    2026-11-26 census of the D=64 forward took it for one)."""
+    body = _instructions("IMAD.U32 R0, RZ, RZ, UR4",
+                         "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR14], R0", "@!P1 BRA `(.L_x_3)")
+    assert census.is_wait_loop(body)
+    work = body + _instructions("FFMA R5, R24, R3, -R4")
+    assert not census.is_wait_loop(work)
 
 
 def test_parse_ptxas_log():

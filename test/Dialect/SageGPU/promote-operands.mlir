@@ -360,6 +360,52 @@ func.func @kernel(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
 
 // -----
 
+// A loop-invariant A (the attention forward's Q) feeding the matmuls of two
+// loops one after the other: one TMA copy, issued where it is loaded and
+// waited for once, before the first loop (not every iteration); both dots
+// read its tile; the mbarrier is released after the second loop.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// TMA-LABEL: func.func @invariant_operand
+// TMA: %[[A:.*]] = sagegpu.local_alloc !sagegpu.smem<64x128xi8, #shared>
+// TMA-NEXT: %[[BAR:.*]] = sagegpu.local_alloc !sagegpu.smem<1xi64>
+// TMA-NEXT: sagegpu.mbarrier_init %[[BAR]], 1
+// TMA-NEXT: sagegpu.tma_load %{{.*}}, %[[BAR]] into %[[A]]
+// TMA: sagegpu.mbarrier_wait %[[BAR]], %{{.*}}
+// TMA-NEXT: scf.for
+// TMA-NOT: sagegpu.mbarrier_wait %[[BAR]]
+// TMA: sagegpu.dot %[[A]],
+// TMA: scf.for
+// TMA-NOT: sagegpu.mbarrier_wait %[[BAR]]
+// TMA: sagegpu.dot %[[A]],
+// TMA: scf.yield
+// TMA-NEXT: }
+// TMA-NEXT: sagegpu.mbarrier_inval %[[BAR]]
+// TMA-NOT: sagegpu.local_alloc %{{.*}} : tensor<64x128xi8
+func.func @invariant_operand(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                             %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                             %n: i64 {sage.divisibility = 16 : i64},
+                             %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64 = arith.constant 64 : i64
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  }
+  %r2 = scf.for %j = %c0 to %n step %c64 iter_args(%acc = %r) -> (tensor<64x64xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  }
+  return
+}
+}
+
+// -----
+
 // With A from registers (wgmma_reg_a), A reaches the dot_op encoding through
 // a shared tile (here copied by cp.async) read back with local_load; only B
 // is read through a descriptor and may come by TMA.

@@ -65,14 +65,30 @@ std::optional<unsigned> contractedDimOf(OpOperand &use) {
   return std::nullopt;
 }
 
-/// The copy is issued where the load is and waited for before the matmul,
-/// so the two must sit in the same block (a load outside the matmul's loop is
-/// stored to shared memory once instead), with no global store in between:
-/// cp.async and TMA read global memory asynchronously, possibly after it.
+/// `op`, or the op that holds it in `block` (null if none does).
+Operation *ancestorIn(Block *block, Operation *op) {
+  return block->findAncestorOpInBlock(*op);
+}
+
+/// Whether `a` runs before `b`, both nested in `home` (by the ops that hold
+/// them there, or, held by one op, in their block when they share one).
+bool runsBefore(Operation *a, Operation *b, Block *home) {
+  Operation *x = ancestorIn(home, a), *y = ancestorIn(home, b);
+  if (x != y)
+    return x->isBeforeInBlock(y);
+  return a->getBlock() == b->getBlock() && a->isBeforeInBlock(b);
+}
+
+/// The copy is issued where the load is and waited for before the matmul
+/// (or, for a matmul in a loop nested in the load's block, before that
+/// loop: a loop-invariant operand is copied once), with no global store in
+/// between: cp.async and TMA read global memory asynchronously, possibly
+/// after it.
 bool copyCanMoveToUser(LoadOp load, Operation *user) {
-  if (user->getBlock() != load->getBlock())
+  Operation *at = ancestorIn(load->getBlock(), user);
+  if (!at || !load->isBeforeInBlock(at))
     return false;
-  for (Operation *op = load->getNextNode(); op && op != user;
+  for (Operation *op = load->getNextNode(); op && op != at;
        op = op->getNextNode()) {
     bool writes = false;
     op->walk([&](StoreOp) { writes = true; });
@@ -120,12 +136,26 @@ struct CopyUse {
 /// (then only a TMA copy for wgmma may take it: see canCopyWithTma).
 std::optional<CopyUse> asyncCopyUse(LoadOp load, bool mnMajor) {
   // A copy moves rows as they are in memory, not in sigma16 order.
-  if (!load->hasOneUse() || load.getSigma16Rows())
+  if (load->use_empty() || load.getSigma16Rows())
     return std::nullopt;
-  OpOperand &use = *load->use_begin();
-  std::optional<unsigned> contract = contractedDimOf(use);
-  if (!contract || !copyCanMoveToUser(load, use.getOwner()))
-    return std::nullopt;
+  // Several uses (one operand feeding matmuls in loops one after the
+  // other) share one copy when each reads it as the same operand,
+  // contracted the same way; the first (in order) stands for them.
+  OpOperand *first = nullptr;
+  std::optional<unsigned> contract;
+  for (OpOperand &use : load->getUses()) {
+    std::optional<unsigned> dim = contractedDimOf(use);
+    if (!dim || !copyCanMoveToUser(load, use.getOwner()) ||
+        (first && (use.getOperandNumber() != first->getOperandNumber() ||
+                   dim != contract ||
+                   mmaOf(use.getOwner()) != mmaOf(first->getOwner()))))
+      return std::nullopt;
+    if (!first ||
+        runsBefore(use.getOwner(), first->getOwner(), load->getBlock()))
+      first = &use;
+    contract = dim;
+  }
+  OpOperand &use = *first;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
   int64_t leading = leadingDimsOf(load.getOffsets());
@@ -212,8 +242,10 @@ struct Promoter {
   SmallVector<std::pair<AsyncWaitOp, Operation *>> waits;
   /// Register tiles already stored to shared memory, by tile and layout.
   DenseMap<std::pair<Value, Type>, Value> storedTiles;
-  /// Loads replaced by copies, erased once their matmul is gone.
+  /// Loads replaced by copies, erased once their last matmul is gone.
   SmallVector<Operation *> replacedLoads;
+  /// The shared tile each load copied by TMA went to.
+  DenseMap<Operation *, Value> copiedLoads;
   /// Each wgmma wait and the dot it completes.
   SmallVector<std::pair<DotWaitOp, DotOp>> dotWaits;
 
@@ -321,6 +353,10 @@ struct Promoter {
     };
     SharedTileType type = tileType(/*swizzle=*/0, contract);
     auto load = operand.getDefiningOp<LoadOp>();
+    // One TMA copy serves every matmul the load feeds.
+    if (auto copied = copiedLoads.find(load);
+        load && copied != copiedLoads.end())
+      return copied->second;
     std::optional<CopyUse> use;
     if (load && cpAsync)
       use = asyncCopyUse(load, /*mnMajor=*/tma && kernel);
@@ -335,8 +371,12 @@ struct Promoter {
     bool viaTma =
         use && tma && kernel && swizzle != 0 && canCopyWithTma(*use, swizzled);
     // An MN-major B goes through TMA or not at all (threads store it
-    // K-major from registers).
-    if (use && use->mnMajor() && !viaTma)
+    // K-major from registers). So does a tile for matmuls outside the
+    // load's block or for several matmuls (cp.async's waits count the
+    // groups committed in one block, for one matmul).
+    if (use && !viaTma &&
+        (use->mnMajor() || !load->hasOneUse() ||
+         load->getBlock() != matmul->getBlock()))
       use.reset();
     if (!use) {
       // Stored once, right where the tile is defined: a tile from outside a
@@ -369,14 +409,25 @@ struct Promoter {
       TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
                         offsets[leading + 1 - inner], offsets[leading + inner],
                         bar, buffer);
-      b.setInsertionPoint(matmul);
+      // Waited for before the first matmul, or before the loop that holds
+      // it (a loop-invariant tile: once, not every iteration); its bytes are
+      // free again once every thread has waited, after the last matmul (or
+      // its loop), where the barrier that orders the operand reads does.
+      Block *home = load->getBlock();
+      Operation *first = nullptr, *last = nullptr;
+      for (Operation *user : load->getUsers()) {
+        if (!first || runsBefore(user, first, home))
+          first = user;
+        if (!last || runsBefore(last, user, home))
+          last = user;
+      }
+      b.setInsertionPoint(ancestorIn(home, first));
       Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
       MbarrierWaitOp::create(b, loc, bar, phase);
-      // Its bytes are free again once every thread has waited: after the
-      // matmul, where the barrier that orders the operand reads does.
-      b.setInsertionPointAfter(matmul);
+      b.setInsertionPointAfter(ancestorIn(home, last));
       MbarrierInvalOp::create(b, loc, bar);
       replacedLoads.push_back(load);
+      copiedLoads[load] = buffer;
       return buffer;
     }
     // cp.async addresses 2-D views: the leading indices go into the
@@ -652,9 +703,13 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
     value = arith::AddFOp::create(b, loc, op.getAcc(), value, contract);
   op.getResult().replaceAllUsesWith(value);
   op.erase();
-  for (Operation *load : promoter.replacedLoads)
+  // A load feeding matmuls still to promote stays until the last is done.
+  llvm::erase_if(promoter.replacedLoads, [](Operation *load) {
+    if (!load->use_empty())
+      return false;
     load->erase();
-  promoter.replacedLoads.clear();
+    return true;
+  });
 }
 
 struct PromoteOperandsPass

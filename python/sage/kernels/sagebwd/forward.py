@@ -29,9 +29,9 @@ from __future__ import annotations
 from math import log2
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, key_bias, kv_head_of,
-                                         load_block_scale, load_scale, load_vector,
-                                         padded_tokens, smoothing_bias, visible)
+from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bias,
+                                         kv_head_of, load_block_scale, load_scale,
+                                         load_vector, padded_tokens, row_ids, smoothing_bias)
 from sage.reference.sagebwd import UNIT_RANGE
 
 
@@ -124,7 +124,14 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         by P^'s scale, no division per row), and the factor between two
         blocks' units is 2^(unit_old - unit_new) <= 2^UNIT_RANGE."""
         if MASKED and CAUSAL:
-            t = sl.where(visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL), t, float("-inf"))
+            # Key col+j is visible to query row+i when col+j <= row+i + (N_KV - N):
+            # a 1 x BLOCK_N row against a BLOCK_M x 1 column, one compare and
+            # one select per element. For a query that exists (row+i < N)
+            # this also keeps every key < N_KV; a query past N may see keys
+            # past N_KV, whose K rows and scales load as 0 (finite logits),
+            # and its row is never stored.
+            t = sl.where(col_ids(col, BLOCK_N) <= row_ids(row, BLOCK_M) + (N_KV - N), t,
+                         float("-inf"))
         elif MASKED:
             t = t + key_bias(col, N_KV, BLOCK_N)
         block_max = sl.max(t, 1) * row_scale
@@ -208,10 +215,12 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
         m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
     # O and l share the units, so O = acc / l; P^ carried a factor Q that l
-    # carries too (LSE takes it out).
+    # carries too (LSE takes it out). One division per row, a multiply per
+    # element (a division per element is a reciprocal, its checks and a
+    # slow-path call each).
     if FINE_SCALES:
         acc = acc * load_vector(v_scale, kv, D)
-    sl.store(o, (acc / l).to(o.dtype.element), (batch, head, row, 0),
+    sl.store(o, (acc * (1.0 / l)).to(o.dtype.element), (batch, head, row, 0),
              (stride_ob, stride_oh, stride_on, 1), (BATCH, H, N, D), tma=TMA_STORE)
     # LSE is (B, H, N) contiguous: strides in i64.
     qmax = (sl.uint8_per_token if FINE_SCALES else sl.int8_per_token).qmax

@@ -164,15 +164,18 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     as a producer does). At D=64 the key block follows the mask: 256 keys
     without (255 registers, no spills: 1.14x faster than 128, O's error
     0.0153 against 0.0144 vs SDPA at sigma = 1), 64 when causal (1.13x
-    faster than 128: less of the diagonal block is masked work). The
-    emulation follows: its blocks come from the same tiles
-    (:func:`emulation_blocks`).
+    faster than 128), then capped at 128 registers (no spills) so that four
+    programs share an SM. The emulation follows: its blocks come from the
+    same tiles (:func:`emulation_blocks`).
     """
-    keys = None  # the backward's 64
-    if fine_scales and not smooth_q:
-        keys = 128 if d == 128 else (None if causal else 256)
-    forward = ForwardTiles(64, 4, maxnreg=168 if d == 128 else None, block_n=keys,
-                           skewed=False, tma_store=True)
+    keys, registers = None, None  # the backward's 64 keys; no cap
+    fine = fine_scales and not smooth_q
+    if d == 128:
+        keys, registers = (128 if fine else None), 168
+    elif fine:
+        keys, registers = (None, 128) if causal else (256, None)
+    forward = ForwardTiles(64, 4, maxnreg=registers, block_n=keys, skewed=False,
+                           tma_store=True)
     return Tiles(64, 64, 4 if d == 64 else 8, forward=forward)
 
 
