@@ -163,10 +163,11 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     kernel is issue-bound, and other programs on the SM hide latency as well
     as a producer does). At D=64 the key block follows the mask: 256 keys
     without (255 registers, no spills: 1.14x faster than 128, O's error
-    0.0153 against 0.0144 vs SDPA at sigma = 1), 64 when causal (1.13x
-    faster than 128), then capped at 128 registers (no spills) so that four
-    programs share an SM. The emulation follows: its blocks come from the
-    same tiles (:func:`emulation_blocks`).
+    0.0153 against 0.0144 vs SDPA at sigma = 1), 64 when causal, capped at
+    128 registers (no spills) so that four programs share an SM: 1.10x the
+    128-key plans (bench/results/2026-11-26-h100-forward-plans-final.md).
+    The emulation follows: its blocks come from the same tiles
+    (:func:`emulation_blocks`).
     """
     keys, registers = None, None  # the backward's 64 keys; no cap
     fine = fine_scales and not smooth_q
