@@ -22,6 +22,8 @@
 #     flash-profile  Nsight Compute on the sage FlashAttention forward and cuDNN's at B4 H32 N8K
 #               D128 (bench/flash_profile.py; SAGE_FLASH_PROFILE_ARGS): pipes, issue, stall
 #               reasons, and the stall samples per SASS instruction
+#     host-overhead  bench/host_overhead.py (the host time of one SageBwd forward at N=1K,
+#               layer by layer; extra arguments in SAGE_HOST_ARGS)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
 #               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
@@ -104,6 +106,9 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       python3 bench/flash_speed.py "$OUT/flash_speed.json" "$OUT/flash_speed.md" \
         ${SAGE_FLASH_ARGS:-} 2>&1 ;;
+    host-overhead)
+      # shellcheck disable=SC2086
+      python3 bench/host_overhead.py ${SAGE_HOST_ARGS:-} 2>&1 | tee "$OUT/host_overhead.md" ;;
     census)
       python3 bench/sass_census.py "$OUT/sass_census.json" "$OUT/sass_census.md" \
         --disassembler cuobjdump 2>&1 ;;
