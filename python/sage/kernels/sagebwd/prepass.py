@@ -17,6 +17,10 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_
                                          store_vector)
 
 
+#: Key tiles kv_stats_kernel loads per trip (see there).
+STATS_TILES = 2
+
+
 def kv_stats_kernel(k, v, k_mean, v_scale, N_KV, H_KV, stride_kb, stride_kh, stride_kn,
                     stride_vb, stride_vh, stride_vn, D: sl.constexpr, BLOCK_N: sl.constexpr,
                     SMOOTH_K: sl.constexpr, FINE_SCALES: sl.constexpr):
@@ -37,13 +41,18 @@ def kv_stats_kernel(k, v, k_mean, v_scale, N_KV, H_KV, stride_kb, stride_kh, str
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
     sums = sl.zeros((BLOCK_N, D), sl.float32)
     peaks = sl.zeros((BLOCK_N, D), sl.float32)
-    for row in sl.range(0, N_KV, BLOCK_N):
-        if SMOOTH_K:
-            sums = sums + load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N,
-                                            D).to(sl.float32)
-        if FINE_SCALES:
-            peaks = sl.maximum(peaks, sl.abs(load_strided_rows(
-                v_base, row, N_KV, stride_vn, BLOCK_N, D).to(sl.float32)))
+    # STATS_TILES tiles a trip, all loaded before any is added: one program
+    # per (batch, kv head) keeps that many tiles of loads in flight. The
+    # adds stay in token order (tiles past Nkv load as 0).
+    for row in sl.range(0, N_KV, STATS_TILES * BLOCK_N):
+        k_tiles = [load_strided_rows(k_base, row + i * BLOCK_N, N_KV, stride_kn, BLOCK_N, D)
+                   for i in range(STATS_TILES)] if SMOOTH_K else []
+        v_tiles = [load_strided_rows(v_base, row + i * BLOCK_N, N_KV, stride_vn, BLOCK_N, D)
+                   for i in range(STATS_TILES)] if FINE_SCALES else []
+        for tile in k_tiles:
+            sums = sums + tile.to(sl.float32)
+        for tile in v_tiles:
+            peaks = sl.maximum(peaks, sl.abs(tile.to(sl.float32)))
     if SMOOTH_K:
         store_vector(k_mean, sl.sum(sums, axis=0) / N_KV.to(sl.float32), bh, D)
     if FINE_SCALES:
