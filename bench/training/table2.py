@@ -21,16 +21,14 @@ with the largest mean relative L2 of dQ and dK.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 
-from sage.kernels.sagebwd.launch import default_tiles, emulation_blocks
 from sage.nn import AttentionOptions, Llama
-from sage.reference.sagebwd import (SageBwdConfig, attention_reference, cosine_similarity,
-                                    emulate_backward, emulate_forward, relative_l2)
+from sage.reference.sagebwd import (attention_reference, cosine_similarity, emulate_backward,
+                                    emulate_forward, relative_l2)
 
 TENSORS = ("delta", "p", "dp", "ds", "o", "dq", "dk", "dv")
 LABELS = {"delta": "δ", "p": "P", "dp": "dP", "ds": "dS", "o": "O", "dq": "dQ", "dk": "dK",
@@ -76,13 +74,7 @@ def layer_errors(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray,
                  options: AttentionOptions, causal: bool = True) -> dict[str, Any]:
     """SageBwd (emulated) vs exact attention on one layer's inputs: per tensor
     ``{"cos", "rel_l2"}``, plus the inputs' sigma (std of q and k)."""
-    d = q.shape[-1]
-    fine = options.scales == "fine"
-    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine, causal), fine_scales=fine,
-                              smooth_q=options.smooth_q)
-    cfg = SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal, smooth_k=options.smooth_k,
-                        smooth_q=options.smooth_q, **blocks, out_dtype="bfloat16",
-                        scales=options.scales)
+    cfg = options.sagebwd_config(q.shape[-1], causal)
     fwd = emulate_forward(q, k, v, cfg)
     sage = emulate_backward(fwd, do, v, cfg, "bfloat16")
     ref = attention_reference(q, k, v, do, cfg.sm_scale, causal=causal)

@@ -54,6 +54,21 @@ class AttentionOptions:
             raise ValueError(f"attention backend must be one of {list(BACKENDS)}, "
                              f"got {self.backend!r}")
 
+    def sagebwd_config(self, d: int, causal: bool) -> Any:
+        """The :class:`sage.reference.sagebwd.SageBwdConfig` of these switches
+        at head dim ``d``: softmax scale 1/sqrt(d), bfloat16 output, and the
+        blocks of the kernels' default plan (``launch.default_tiles``), so
+        the CPU backends and the emulation follow the GPU's decisions."""
+        from sage.kernels.sagebwd.launch import default_tiles, emulation_blocks
+        from sage.reference.sagebwd import SageBwdConfig
+
+        fine = self.scales == "fine"
+        blocks = emulation_blocks(default_tiles(d, self.smooth_q, fine, causal),
+                                  fine_scales=fine, smooth_q=self.smooth_q)
+        return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
+                             smooth_k=self.smooth_k, smooth_q=self.smooth_q, **blocks,
+                             out_dtype="bfloat16", scales=self.scales)
+
 
 def _to_numpy_bhsd(x: torch.Tensor) -> np.ndarray:
     """(B, N, H, D) tensor -> (B, H, N, D) float32 array of bfloat16-rounded values."""
@@ -66,25 +81,13 @@ def _from_numpy_bhsd(x: np.ndarray, like: torch.Tensor) -> torch.Tensor:
         dtype=like.dtype, device=like.device)
 
 
-def _sage_config(options: AttentionOptions, d: int, causal: bool) -> Any:
-    from sage.kernels.sagebwd.launch import default_tiles, emulation_blocks
-    from sage.reference.sagebwd import SageBwdConfig
-
-    fine = options.scales == "fine"
-    blocks = emulation_blocks(default_tiles(d, options.smooth_q, fine, causal), fine_scales=fine,
-                              smooth_q=options.smooth_q)
-    return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
-                         smooth_k=options.smooth_k, smooth_q=options.smooth_q, **blocks,
-                         out_dtype="bfloat16", scales=options.scales)
-
-
 class _CpuSageBwd(torch.autograd.Function):
     """SageBwd on numpy through the interpreter or the float64 emulation."""
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 options: AttentionOptions, causal: bool) -> torch.Tensor:
-        cfg = _sage_config(options, q.shape[-1], causal)
+        cfg = options.sagebwd_config(q.shape[-1], causal)
         qn, kn, vn = (_to_numpy_bhsd(x) for x in (q, k, v))
         if options.backend == "sage-interpret":
             from sage.kernels.sagebwd import interpreted

@@ -139,23 +139,19 @@ std::optional<CopyUse> asyncCopyUse(LoadOp load, bool mnMajor) {
   if (load->use_empty() || load.getSigma16Rows())
     return std::nullopt;
   // Several uses (one operand feeding matmuls in loops one after the
-  // other) share one copy when each reads it as the same operand,
-  // contracted the same way; the first (in order) stands for them.
-  OpOperand *first = nullptr;
-  std::optional<unsigned> contract;
-  for (OpOperand &use : load->getUses()) {
-    std::optional<unsigned> dim = contractedDimOf(use);
-    if (!dim || !copyCanMoveToUser(load, use.getOwner()) ||
-        (first && (use.getOperandNumber() != first->getOperandNumber() ||
-                   dim != contract ||
-                   mmaOf(use.getOwner()) != mmaOf(first->getOwner()))))
+  // other) share one copy when each reads it as the same operand of the
+  // same kind of matmul, contracted the same way: any of them stands for
+  // the others.
+  OpOperand &use = *load->use_begin();
+  std::optional<unsigned> contract = contractedDimOf(use);
+  if (!contract)
+    return std::nullopt;
+  for (OpOperand &other : load->getUses())
+    if (contractedDimOf(other) != contract ||
+        other.getOperandNumber() != use.getOperandNumber() ||
+        mmaOf(other.getOwner()) != mmaOf(use.getOwner()) ||
+        !copyCanMoveToUser(load, other.getOwner()))
       return std::nullopt;
-    if (!first ||
-        runsBefore(use.getOwner(), first->getOwner(), load->getBlock()))
-      first = &use;
-    contract = dim;
-  }
-  OpOperand &use = *first;
   RankedTensorType tile = load.getResult().getType();
   int64_t elemBytes = tile.getElementTypeBitWidth() / 8;
   int64_t leading = leadingDimsOf(load.getOffsets());
@@ -354,9 +350,9 @@ struct Promoter {
     SharedTileType type = tileType(/*swizzle=*/0, contract);
     auto load = operand.getDefiningOp<LoadOp>();
     // One TMA copy serves every matmul the load feeds.
-    if (auto copied = copiedLoads.find(load);
-        load && copied != copiedLoads.end())
-      return copied->second;
+    if (load)
+      if (auto copied = copiedLoads.find(load); copied != copiedLoads.end())
+        return copied->second;
     std::optional<CopyUse> use;
     if (load && cpAsync)
       use = asyncCopyUse(load, /*mnMajor=*/tma && kernel);
