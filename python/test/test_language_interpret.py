@@ -268,28 +268,3 @@ def test_unsigned_quantize_and_matmul_use_the_whole_byte():
     assert q.max() == 255 and q[0, 0] == 0
     expected = (q.astype(np.int64) @ v.astype(np.int64).T) * scale.astype(np.float64)
     np.testing.assert_allclose(o, expected, rtol=1e-6)
-
-
-def _unsigned_row_sums(p, out, BLOCK: sl.constexpr):
-    """The row sums of P quantized to unsigned bytes, widened to i32."""
-    x = sl.load(p, (BLOCK, BLOCK), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
-    p_q, _ = sl.quantize(x, sl.uint8_per_token)
-    sl.store(out, sl.sum(p_q.to(sl.int32), 1), (0, 0), (1, 0), (BLOCK, 1))
-
-
-def test_unsigned_bytes_widen_to_their_values():
-    """A uint8 quantization widened to sl.int32 keeps the values above 127
-    (zero extension), so its row sums are the bytes' own; it compiles to a
-    zero extension (which the GPU lowering folds into the rounding's bits)."""
-    n = 32
-    p = np.abs(RNG.standard_normal((n, n))).astype(np.float32)
-    out = np.zeros((n, 1), np.int32)
-    sl.interpret(_unsigned_row_sums, 1, [p, out], dict(BLOCK=n))
-    scale = (np.abs(p).max(axis=1, keepdims=True) / np.float32(255)).astype(np.float32)
-    q = np.clip(np.rint((p * (np.float32(1) / scale).astype(np.float32)).astype(np.float32)),
-                0, 255)
-    assert (q > 127).any()
-    np.testing.assert_array_equal(out, q.sum(axis=1, keepdims=True).astype(np.int32))
-    ir = sl.trace(_unsigned_row_sums, [sl.ArgSpec.pointer(sl.float32),
-                                       sl.ArgSpec.pointer(sl.int32)], dict(BLOCK=n))
-    assert "arith.extui" in ir

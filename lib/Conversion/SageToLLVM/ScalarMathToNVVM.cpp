@@ -109,8 +109,6 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
   /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
   /// held in the low mantissa bits.
   static constexpr double kMagic = 12582912.0;
-  /// kMagic's bits: the sum's bits are kMagicBits + the rounded value.
-  static constexpr int32_t kMagicBits = 0x4B400000;
 
   /// The value `in` rounds, with the clamp to [lo, hi] (or to lo alone)
   /// that `in` applies after rounding applied before it instead (clamping
@@ -171,28 +169,6 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
                           ValueRange{clamped, magic});
     Value sum = add->getResult(0);
     Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
-    // The byte widened back to i32 (with the extension of its own
-    // signedness) is the bits less the magic's: one subtraction that folds
-    // into the sums such a value feeds (the row sums of a quantized P),
-    // instead of an `and` per element.
-    Value widened;
-    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
-      bool own = std::is_same_v<ConvertOp, arith::FPToSIOp>
-                     ? isa<arith::ExtSIOp>(user)
-                     : isa<arith::ExtUIOp>(user);
-      if (!own || !user->getResult(0).getType().isInteger(32))
-        continue;
-      if (!widened)
-        widened = arith::SubIOp::create(
-            rw, loc, bits,
-            arith::ConstantOp::create(rw, loc,
-                                      rw.getI32IntegerAttr(kMagicBits)));
-      rw.replaceOp(user, widened);
-    }
-    if (op->use_empty()) {
-      rw.eraseOp(op);
-      return success();
-    }
     // Bytes only packed into wider vectors (register A words, vector
     // stores: PRMT) need no `and`; one that may be stored alone does.
     bool packedOnly = llvm::all_of(op->getUsers(), [](Operation *user) {

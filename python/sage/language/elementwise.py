@@ -102,17 +102,11 @@ def cast(x: Operand, dtype: DType) -> Value:
     source = x.dtype
     if source == dtype:
         return x
-    if source is uint8 and dtype in (int32, int64):
-        # Unsigned bytes come only from a quantize; widened (zero-extended)
-        # they can be summed, e.g. the row sums of a quantized P.
-        result = with_element(x.type, dtype)
-        return Value(result, backend().cast("arith.extui", x, result))
     if uint8 in (source, dtype):
-        # Otherwise unsigned bytes exist only between a quantize and the
-        # matmul or dequantize that reads them.
-        raise error(f"no cast from or to uint8 ({source.mlir} to {dtype.mlir}) other than "
-                    "widening to sl.int32 or sl.int64: an sl.uint8_per_* quantization "
-                    "feeds sl.qmatmul or sl.dequantize")
+        # Unsigned bytes exist only between a quantize and the matmul or
+        # dequantize that reads them.
+        raise error(f"no cast from or to uint8 ({source.mlir} to {dtype.mlir}): an "
+                    "sl.uint8_per_* quantization feeds sl.qmatmul or sl.dequantize")
     if dtype is int1:
         raise error("no cast to i1: compare instead (x != 0)")
     result = with_element(x.type, dtype)

@@ -95,35 +95,6 @@ func.func @unsigned_computed(%x: tensor<16x32xf32>) -> tensor<16x32xi8> {
   return %q : tensor<16x32xi8>
 }
 
-// A byte widened back with its own signedness is the sum's bits less the
-// magic's (0x4B400000 = 1262485504): the row sums of a quantized P add the
-// bits as integers, with neither an `and` nor an extension per element.
-// CHECK-LABEL: func.func @widened_unsigned
-// CHECK-DAG: %[[UBITS:.*]] = arith.constant 1262485504 : i32
-// CHECK: %[[UI:.*]] = llvm.bitcast %{{.*}} : f32 to i32
-// CHECK-NEXT: arith.subi %[[UI]], %[[UBITS]] : i32
-// CHECK-NOT: and.b32
-// CHECK-NOT: arith.extui
-// CHECK: return
-// CHECK-LABEL: func.func @widened_signed
-// CHECK: %[[SI:.*]] = llvm.bitcast %{{.*}} : f32 to i32
-// CHECK-NEXT: arith.subi %[[SI]], %{{.*}} : i32
-// CHECK-NOT: and.b32
-// CHECK-NOT: arith.extsi
-// CHECK: return
-func.func @widened_unsigned(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x1xi32> {
-  %q, %t = sage.quantize #sage.uint8<per_token> %x scale %s unsaturated : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
-  %w = arith.extui %q : tensor<16x32xi8> to tensor<16x32xi32>
-  %r = sage.reduce sum %w axis 1 : tensor<16x32xi32> -> tensor<16x1xi32>
-  return %r : tensor<16x1xi32>
-}
-func.func @widened_signed(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>) -> tensor<16x1xi32> {
-  %q, %t = sage.quantize #sage.int8<per_token> %x scale %s unsaturated : tensor<16x32xf32>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
-  %w = arith.extsi %q : tensor<16x32xi8> to tensor<16x32xi32>
-  %r = sage.reduce sum %w axis 1 : tensor<16x32xi32> -> tensor<16x1xi32>
-  return %r : tensor<16x1xi32>
-}
-
 // Rounding half away from zero keeps the generic sequence.
 // CHECK-LABEL: func.func @rna
 // CHECK: math.round

@@ -147,11 +147,7 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
         scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
         p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
         p_q, _ = sl.quantize(p, scheme, scale=ones, saturate=False)
-        # l adds the weights O adds, P^, as an exact integer sum (the
-        # rounding's bits add as integers, two scores an instruction, not an
-        # FADD per score: docs/sagebwd.md, "Units").
-        l_block = sl.sum(p_q.to(sl.int32), 1).to(sl.float32)
-        return p_q, new_m, new_unit, shift * l + l_block, shift
+        return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
 
     def values(p_q, col):
         """P^ V^ over the key block at ``col``, in the block's units (with
