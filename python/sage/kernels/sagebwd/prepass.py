@@ -116,15 +116,17 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, N_KV, H_KV, st
     nblocks = cdiv(N_KV, BLOCK_N)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     kt = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
+    v_base = head_base(v, batch, head, stride_vb, stride_vh)
+    # V is read before K is quantized, so that both tiles' loads are in
+    # flight together (the kernel is bound by memory, not arithmetic). Read
+    # in sigma16 order and stored as it is, over every padded slot; the
+    # block absmax does not depend on the order.
+    vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D), sigma16_rows=True)
     if SMOOTH_K:
         # Tail rows must stay 0, not -mean, or they would set the absmax.
         kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - load_vector(k_mean, bh, D), 0.0)
     quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
                       scale_rows=scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
-    v_base = head_base(v, batch, head, stride_vb, stride_vh)
-    # Read in sigma16 order and stored as it is, over every padded slot; the
-    # block absmax does not depend on the order.
-    vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D), sigma16_rows=True)
     if FINE_SCALES:
         v_q, _ = sl.quantize(vt, sl.int8_per_channel, scale=load_vector(v_scale, bh, D))
         store_transposed_rows(v_qt, v_q, bh, row, stride_vtd, stride_vtd, D)
