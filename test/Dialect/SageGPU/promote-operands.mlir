@@ -616,3 +616,65 @@ func.func @leading_dims(%q: !sage.ptr<bf16> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+// A column of 128 per-key scales that only the matmul reads (the SageBwd
+// forward's K scales) is copied to shared memory by cp.async where it was
+// loaded, and read after the dot, straight into the row slice of the
+// result: no registers hold it while the dot runs. A 64-key column is
+// cheaper as it is (the copy's fixed cost per trip) and stays a load.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// TMA-LABEL: func.func @scales_copied
+// TMA: scf.for
+// TMA: %[[SK:.*]] = sagegpu.local_alloc !sagegpu.smem<1x128xf32, #[[SH:shared[0-9]*]]>
+// TMA-NEXT: sagegpu.async_copy %{{.*}}[%c0_i64, %{{.*}}] strides[%c0_i64, %c1_i64] bounds[%c1_i64, %{{.*}}] into %[[SK]]
+// TMA-NEXT: sagegpu.async_commit_group
+// TMA: sagegpu.dot
+// TMA: sagegpu.dot_wait
+// TMA: sagegpu.async_wait 0
+// TMA-NEXT: %{{.*}} = sagegpu.local_load %[[SK]] : !sagegpu.smem<1x128xf32, #[[SH]]> -> tensor<1x128xf32, #slice{{[0-9]*}}>
+// TMA-NOT: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<128x1xf32
+// TMA-LABEL: func.func @short_scales_loaded
+// TMA: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<64x1xf32, #{{.*}}>
+// TMA-NOT: sagegpu.async_copy
+// TMA: return
+func.func @scales_copied(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                         %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                         %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                         %n: i64 {sage.divisibility = 16 : i64},
+                         %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i64
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%n, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    scf.yield %o : tensor<64x128xf32>
+  }
+  return
+}
+func.func @short_scales_loaded(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                               %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                               %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                               %n: i64 {sage.divisibility = 16 : i64},
+                               %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64 = arith.constant 64 : i64
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%n, %c1] : !sage.ptr<f32> -> tensor<64x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
+    %o = arith.addf %acc, %p : tensor<64x64xf32>
+    scf.yield %o : tensor<64x64xf32>
+  }
+  return
+}
+}

@@ -47,6 +47,9 @@ std::optional<MmaKind> mmaOf(Operation *matmul) {
 
 /// cp.async moves 16 bytes at a time, aligned on both sides.
 constexpr int64_t kCopyBytes = 16;
+/// The shortest vector of matmul scales copied to shared memory
+/// (Promoter::copiedScale).
+constexpr int64_t kMinCopiedScales = 128;
 /// The contracted dimension of the matmul operand `use`, if it is one.
 std::optional<unsigned> contractedDimOf(OpOperand &use) {
   Operation *owner = use.getOwner();
@@ -242,6 +245,10 @@ struct Promoter {
   SmallVector<Operation *> replacedLoads;
   /// The shared tile each load copied by TMA went to.
   DenseMap<Operation *, Value> copiedLoads;
+  /// The shared tile each matmul-scale load was copied to (copiedScale),
+  /// and the commit group of each such copy.
+  DenseMap<Operation *, Value> copiedScales;
+  DenseMap<Value, Operation *> scaleCommits;
   /// Each wgmma wait and the dot it completes.
   SmallVector<std::pair<DotWaitOp, DotOp>> dotWaits;
 
@@ -326,6 +333,130 @@ struct Promoter {
     store.erase();
   }
 
+  /// `load`'s tile copied by TMA into a new `type` shared tile, issued
+  /// where the load is. Waited for before its first user, or before the
+  /// loop that holds it (a loop-invariant tile: once, not every iteration);
+  /// its bytes are free again once every thread has waited, after the last
+  /// user (or its loop), where the barrier that orders the reads does. The
+  /// load goes once its users are promoted.
+  Value copyWithTma(LoadOp load, SharedTileType type) {
+    Location loc = load.getLoc();
+    unsigned inner = cast<SharedEncodingAttr>(type.getEncoding()).getInner();
+    unsigned swizzle =
+        cast<SharedEncodingAttr>(type.getEncoding()).getSwizzle();
+    Value map = buildTensorMap(load, inner, swizzle);
+    OpBuilder b(load);
+    Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
+    auto barrierType =
+        SharedTileType::get(load.getContext(), {1}, b.getI64Type(), {});
+    Value bar =
+        LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
+    MbarrierInitOp::create(b, loc, bar, 1);
+    ValueRange offsets = load.getOffsets();
+    int64_t leading = leadingDimsOf(offsets);
+    TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
+                      offsets[leading + 1 - inner], offsets[leading + inner],
+                      bar, buffer);
+    Block *home = load->getBlock();
+    Operation *first = nullptr, *last = nullptr;
+    for (Operation *user : load->getUsers()) {
+      if (!first || runsBefore(user, first, home))
+        first = user;
+      if (!last || runsBefore(last, user, home))
+        last = user;
+    }
+    b.setInsertionPoint(ancestorIn(home, first));
+    Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+    MbarrierWaitOp::create(b, loc, bar, phase);
+    b.setInsertionPointAfter(ancestorIn(home, last));
+    MbarrierInvalOp::create(b, loc, bar);
+    replacedLoads.push_back(load);
+    copiedLoads[load] = buffer;
+    return buffer;
+  }
+
+  /// The shared tile that cp.async fills with the scales `scale` of a
+  /// matmul, as a `shape` row or column of f32 (one per result column or
+  /// row), when `scale` is a load that every user reads as a matmul scale
+  /// and its view (transposed when the load reads the vector the other way
+  /// round) allows 16-byte copies: unit stride along the vector, aligned
+  /// base and offset; else null. The copy is issued where the load was and
+  /// waited for where the scales are applied, after the matmul: the scales
+  /// hold no registers while the matmul is in flight (the SageBwd forward's
+  /// per-key scales: 32 registers a thread at 128 keys) and their latency
+  /// hides under it. The copy, its wait and the two barriers around the
+  /// shared tile cost about 30 instructions a trip whatever the length, so
+  /// only vectors of kMinCopiedScales or more are copied (measured on the
+  /// H100: 128 keys 2-3% faster, 64 keys 6% slower; docs/lowering.md). (A
+  /// 1-row box is no TMA box here: tensor maps describe swizzled boxes of 8
+  /// rows or more.)
+  Value copiedScale(Value scale, ArrayRef<int64_t> shape) {
+    auto load = scale.getDefiningOp<LoadOp>();
+    if (!load || !cpAsync || !kernel)
+      return {};
+    if (auto copied = copiedScales.find(load); copied != copiedScales.end())
+      return copied->second;
+    for (OpOperand &use : load->getUses()) {
+      auto q = dyn_cast<QMatmulOp>(use.getOwner());
+      if (!q || use.get() == q.getLhs() || use.get() == q.getRhs() ||
+          !copyCanMoveToUser(load, q))
+        return {};
+    }
+    RankedTensorType tile = load.getResult().getType();
+    if (!tile.getElementType().isF32() ||
+        tile.getNumElements() < kMinCopiedScales || load.getSigma16Rows() ||
+        shape.size() != 2 ||
+        llvm::none_of(shape, [](int64_t n) { return n == 1; }))
+      return {};
+    bool transposed = tile.getShape() != shape;
+    if (transposed &&
+        (tile.getDimSize(0) != shape[1] || tile.getDimSize(1) != shape[0]))
+      return {};
+    // cp.async addresses 2-D views: the leading indices go into the
+    // pointer. The view is read in `shape`'s orientation (its two
+    // dimensions swapped when transposed).
+    foldLeadingDims(load);
+    auto view = [&](ValueRange values) {
+      SmallVector<Value> out(values.begin(), values.end());
+      if (transposed)
+        std::swap(out[0], out[1]);
+      return out;
+    };
+    SmallVector<Value> offsets = view(load.getOffsets()),
+                       strides = view(load.getStrides()),
+                       bounds = view(load.getBounds());
+    unsigned inner = shape[0] == 1 ? 1 : 0;
+    constexpr int64_t elemBytes = 4;
+    APInt unit;
+    if (!matchPattern(strides[inner], m_ConstantInt(&unit)) || unit != 1 ||
+        shape[inner] * elemBytes % kCopyBytes != 0 ||
+        knownAlignment(load.getPtr()) < kCopyBytes ||
+        knownDivisor(offsets[inner]) * elemBytes < kCopyBytes)
+      return {};
+    MLIRContext *ctx = load.getContext();
+    auto type = SharedTileType::get(
+        ctx, shape, tile.getElementType(),
+        SharedEncodingAttr::get(ctx, /*swizzle=*/0, 32, inner));
+    OpBuilder b(load);
+    Location loc = load.getLoc();
+    Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
+    AsyncCopyOp::create(b, loc, load.getPtr(), offsets, strides, bounds,
+                        buffer);
+    scaleCommits[buffer] = AsyncCommitGroupOp::create(b, loc);
+    replacedLoads.push_back(load);
+    copiedScales[load] = buffer;
+    return buffer;
+  }
+
+  /// The scales cp.async copied to `buffer` (copiedScale), in registers
+  /// as `type`: waited for here, where they are applied.
+  Value readScales(OpBuilder &b, Location loc, Value buffer,
+                   RankedTensorType type) {
+    auto wait = AsyncWaitOp::create(b, loc, 0);
+    waits.push_back({wait, scaleCommits.lookup(buffer)});
+    return LocalLoadOp::create(b, loc, type, buffer);
+  }
+
   /// `operand` of `matmul`, contracted along `contract`, as a K-major
   /// shared tile (or, for a 16-bit wgmma B whose rows run along N, as it
   /// lies in memory: MN-major). A load whose tile can go straight to shared
@@ -391,41 +522,8 @@ struct Promoter {
       return stored;
     }
     Location loc = load.getLoc();
-    if (viaTma) {
-      type = swizzled;
-      Value map = buildTensorMap(load, inner, swizzle);
-      OpBuilder b(load);
-      Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
-      auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});
-      Value bar =
-          LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
-      MbarrierInitOp::create(b, loc, bar, 1);
-      ValueRange offsets = load.getOffsets();
-      int64_t leading = leadingDimsOf(offsets);
-      TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
-                        offsets[leading + 1 - inner], offsets[leading + inner],
-                        bar, buffer);
-      // Waited for before the first matmul, or before the loop that holds
-      // it (a loop-invariant tile: once, not every iteration); its bytes are
-      // free again once every thread has waited, after the last matmul (or
-      // its loop), where the barrier that orders the operand reads does.
-      Block *home = load->getBlock();
-      Operation *first = nullptr, *last = nullptr;
-      for (Operation *user : load->getUsers()) {
-        if (!first || runsBefore(user, first, home))
-          first = user;
-        if (!last || runsBefore(last, user, home))
-          last = user;
-      }
-      b.setInsertionPoint(ancestorIn(home, first));
-      Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-      MbarrierWaitOp::create(b, loc, bar, phase);
-      b.setInsertionPointAfter(ancestorIn(home, last));
-      MbarrierInvalOp::create(b, loc, bar);
-      replacedLoads.push_back(load);
-      copiedLoads[load] = buffer;
-      return buffer;
-    }
+    if (viaTma)
+      return copyWithTma(load, swizzled);
     // cp.async addresses 2-D views: the leading indices go into the
     // pointer and the first bound.
     foldLeadingDims(load);
@@ -506,11 +604,16 @@ bool isSingle(Value scale) {
   return cast<RankedTensorType>(scale.getType()).getNumElements() == 1;
 }
 
+/// Reads a scale tile already in shared memory straight into `sliced`
+/// (Promoter::copiedScale), or returns null.
+using ScaleReader = llvm::function_ref<Value(Value scale, RankedTensorType)>;
+
 /// A scale tile as the `dim` slice of the result's encoding (an Mx1 column
 /// for dim 1, a 1xN row for dim 0; transposed when it comes the other way
-/// round). A single scale is broadcast to the slice.
+/// round). A single scale is broadcast to the slice; one that `read` finds
+/// in shared memory is loaded into it.
 Value sliceScale(OpBuilder &b, Location loc, Value scale,
-                 RankedTensorType result, unsigned dim) {
+                 RankedTensorType result, unsigned dim, ScaleReader read) {
   auto type = cast<RankedTensorType>(scale.getType());
   auto parent = cast<DistributedEncodingAttrInterface>(result.getEncoding());
   SmallVector<int64_t> shape(result.getShape());
@@ -520,6 +623,8 @@ Value sliceScale(OpBuilder &b, Location loc, Value scale,
       SliceEncodingAttr::get(b.getContext(), dim, parent));
   if (isSingle(scale))
     return BroadcastOp::create(b, loc, sliced, scale);
+  if (Value shared = read(scale, sliced))
+    return shared;
   if (type.getDimSize(dim) != 1) // a row where a column is needed, or back
     scale = TransOp::create(b, loc, sliced, scale);
   return withEncoding(b, loc, scale, sliced);
@@ -529,7 +634,8 @@ Value sliceScale(OpBuilder &b, Location loc, Value scale,
 /// rhs scales (one per column). When either is a single value the product
 /// is formed on the other's slice, so each element takes one multiply.
 Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
-                  Value rhsScale, arith::FastMathFlags flags) {
+                  Value rhsScale, arith::FastMathFlags flags,
+                  ScaleReader read) {
   auto result = cast<RankedTensorType>(value.getType());
   auto broadcast = [&](Value v) {
     return BroadcastOp::create(b, loc, result, v).getResult();
@@ -545,16 +651,16 @@ Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
   if (isSingle(rhsScale) || isSingle(lhsScale)) {
     unsigned dim = isSingle(rhsScale) ? 1 : 0; // the varying scale's slice
     Value varying =
-        sliceScale(b, loc, dim == 1 ? lhsScale : rhsScale, result, dim);
+        sliceScale(b, loc, dim == 1 ? lhsScale : rhsScale, result, dim, read);
     Value single =
-        sliceScale(b, loc, dim == 1 ? rhsScale : lhsScale, result, dim);
+        sliceScale(b, loc, dim == 1 ? rhsScale : lhsScale, result, dim, read);
     return mul(value, broadcast(mul(varying, single)));
   }
   // One statement per op: the IR order must not depend on the order in
   // which C++ evaluates arguments.
-  Value rows = broadcast(sliceScale(b, loc, lhsScale, result, 1));
+  Value rows = broadcast(sliceScale(b, loc, lhsScale, result, 1, read));
   Value scaled = mul(value, rows);
-  Value columns = broadcast(sliceScale(b, loc, rhsScale, result, 0));
+  Value columns = broadcast(sliceScale(b, loc, rhsScale, result, 0, read));
   return mul(scaled, columns);
 }
 
@@ -692,8 +798,12 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   Value value = product;
   if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
     value = arith::SIToFPOp::create(b, loc, result, product);
+    auto read = [&](Value scale, RankedTensorType sliced) -> Value {
+      Value buffer = promoter.copiedScale(scale, sliced.getShape());
+      return buffer ? promoter.readScales(b, loc, buffer, sliced) : Value();
+    };
     value = applyScales(b, loc, value, op.getLhsScale(), op.getRhsScale(),
-                        contract);
+                        contract, read);
   }
   if (op.getAcc() && !chained)
     value = arith::AddFOp::create(b, loc, op.getAcc(), value, contract);
