@@ -7,15 +7,22 @@ The forward and the backward are the custom ops of :mod:`sage.attention_ops`
 this wrapper checks the arguments (:mod:`sage.attention_checks`, torch-free)
 and applies autocast before the op. docs/sagebwd.md "Attention API"
 describes it.
+
+Host time: an eager call keeps the checks of a good call by its shapes,
+dtypes, devices and arguments, and where nothing but the op's
+implementation would see the op (no gradient wanted, no compilation,
+mode, transform, tracer or profiler: :func:`attention_ops.op_unobserved`)
+it calls that implementation directly, without the dispatcher's work.
 """
 
 from __future__ import annotations
 
 import torch
 
-from sage.attention_checks import AttentionArgumentError, TensorInfo, check_attention_args
-from sage.attention_ops import attention_fwd
+from sage.attention_checks import AttentionArgumentError
+from sage.attention_ops import attention_fwd, forward, op_unobserved
 from sage.jit.knobs import knobs
+from sage.kernels.sagebwd.torch_ops import check_tensors
 
 
 def _autocast_dtype() -> torch.dtype | None:
@@ -26,16 +33,10 @@ def _autocast_dtype() -> torch.dtype | None:
         return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
 
 
-_DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
-
-
-def _info(name: str, x: object) -> TensorInfo:
+def _check_is_tensor(name: str, x: object) -> None:
     if not isinstance(x, torch.Tensor):
         raise AttentionArgumentError(f"sage.attention: argument {name}: must be a "
                                      f"torch.Tensor, got {type(x).__name__}")
-    # A dict lookup, not str(dtype): torch.compile traces it without a break.
-    dtype = _DTYPE_NAMES.get(x.dtype) or str(x.dtype).rsplit(".", 1)[-1]
-    return TensorInfo(tuple(x.shape), dtype, str(x.device))
 
 
 def _autocast(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
@@ -126,13 +127,22 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
             unknown ``scales``.
     """
     dtype = _autocast_dtype()
-    q, k, v = (_autocast(x, dtype) if isinstance(x, torch.Tensor) else x for x in (q, k, v))
-    problem = check_attention_args(_info("q", q), _info("k", k), _info("v", v),
-                                   causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
-                                   smooth_q=smooth_q, layout=layout,
-                                   cuda_available=torch.cuda.is_available(), scales=scales,
-                                   interpret=knobs.interpret.get())
-    q, k, v = (_unit_last_stride(x) for x in (q, k, v))
+    if dtype is not None:
+        q, k, v = (_autocast(x, dtype) if isinstance(x, torch.Tensor) else x
+                   for x in (q, k, v))
+    _check_is_tensor("q", q)
+    _check_is_tensor("k", k)
+    _check_is_tensor("v", v)
+    # Eager calls keep the checks of a good call by its shapes, dtypes,
+    # devices and arguments (torch.compile traces the checks themselves).
+    problem = check_tensors(q, k, v, causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
+                            smooth_q=smooth_q, layout=layout, scales=scales,
+                            interpret=knobs.interpret.get(), cuda_available=None,
+                            memo=not torch.compiler.is_compiling())
+    q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
+    if op_unobserved(q, k, v):  # what the op would do, without the dispatcher's work
+        return forward(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout,
+                       scales)[0]
     return attention_fwd(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout,
                          scales)[0]
 

@@ -22,7 +22,7 @@ quantized tensors are the kernels' own (:class:`torch_ops.Saved`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -52,17 +52,61 @@ def _new_output(q: Tensor) -> Tensor:
 _FORWARD_SAVED = ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "k_mean")
 
 
+def forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float, smooth_k: bool,
+            smooth_q: bool, layout: str, scales: str
+            ) -> tuple[Tensor, Tensor, torch_ops.Saved]:
+    """What ``sage::attention_fwd`` computes, as O (q's layout and dtype), LSE
+    and the forward's :class:`~torch_ops.Saved` (checked arguments)."""
+    plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    out = _new_output(q)
+    _, lse, saved = torch_ops.run_forward(plan, to_kernel_view(q, layout),
+                                          to_kernel_view(k, layout), to_kernel_view(v, layout),
+                                          out=to_kernel_view(out, layout))
+    return out, lse, saved
+
+
 @torch.library.custom_op("sage::attention_fwd", mutates_args=())
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
                   smooth_k: bool, smooth_q: bool, layout: str, scales: str
                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """SageBwd forward: O (q's layout and dtype), LSE (B, H, N) f32 (log2 units,
     K-smoothed logits) and the quantized tensors the backward reads."""
-    plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
-    out = _new_output(q)
-    o, lse, saved = torch_ops.run_forward(plan, *(to_kernel_view(x, layout) for x in (q, k, v)),
-                                          out=to_kernel_view(out, layout))
+    out, lse, saved = forward(q, k, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
     return (out, lse) + tuple(getattr(saved, name) for name in _FORWARD_SAVED)
+
+
+def _observers() -> tuple[Callable[[], Any], ...] | None:
+    """The torch state queries of :func:`op_unobserved` (private torch APIs:
+    None, so that the op is always taken, where one is missing)."""
+    try:
+        C = torch._C
+        return (C._is_torch_function_mode_enabled, C._len_torch_dispatch_stack,
+                C._are_functorch_transforms_active, C._get_tracing_state,
+                C._autograd._profiler_enabled, torch.compiler.is_compiling)
+    except AttributeError:  # pragma: no cover - another torch
+        return None
+
+
+_OBSERVERS = _observers()
+
+
+def op_unobserved(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """Whether a ``sage::attention_fwd`` call on ``q, k, v`` would be seen by
+    nothing but its implementation, so that calling :func:`forward` instead
+    gives the same results and the same state: plain tensors (no subclass)
+    of which autograd needs no graph, and no torch.compile or export
+    tracing, torch function or dispatch mode, functorch transform, JIT
+    tracer or profiler (its event), where the dispatcher's work
+    (~40 us a call) is then skipped."""
+    if _OBSERVERS is None:
+        return False
+    modes, dispatch, functorch, tracing, profiling, compiling = _OBSERVERS
+    tensor = torch.Tensor
+    return (type(q) is tensor and type(k) is tensor and type(v) is tensor
+            and not (torch.is_grad_enabled()
+                     and (q.requires_grad or k.requires_grad or v.requires_grad))
+            and not compiling() and not modes() and dispatch() == 0 and not functorch()
+            and tracing() is None and not profiling())
 
 
 @attention_fwd.register_fake
@@ -134,4 +178,4 @@ def _backward(ctx: Any, do: Tensor, *_: Any) -> tuple[Tensor | None, ...]:
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
-__all__ = ["attention_bwd", "attention_fwd", "to_kernel_view"]
+__all__ = ["attention_bwd", "attention_fwd", "forward", "op_unobserved", "to_kernel_view"]

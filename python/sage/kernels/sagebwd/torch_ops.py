@@ -18,25 +18,50 @@ dimension is not unit-stride is copied first. ``sage.attention``
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from sage.attention_checks import TensorInfo, check_attention_args
+from sage.attention_checks import AttentionProblem, TensorInfo, check_attention_args
 from sage.jit import jit
+from sage.jit.function import Launcher
+from sage.jit.launcher import grid_dims
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
                                          Strides, Tiles, backward_buffers, constexprs,
                                          default_tiles, direct_kv, forward_buffers,
-                                         forward_sequence, grids, runtime_args, scalar_args,
-                                         stride_args, strided_params)
+                                         forward_sequence, grids, runtime_args,
+                                         runtime_params, scalar_args, stride_args,
+                                         strided_params)
 
 #: One JIT object per kernel (their in-memory caches persist across calls).
 JIT_KERNELS = {name: jit(fn, strided=strided_params(name)) for name, fn in KERNELS.items()}
 _TORCH_DTYPES = {"int8": torch.int8, "float32": torch.float32, "float16": torch.float16,
                  "bfloat16": torch.bfloat16}
+#: The dtype names of the checks (a dict lookup, not str(dtype): torch.compile
+#: traces it without a break).
+_DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 LN2 = math.log(2.0)
+
+# What a call derives from its shapes, dtypes, strides and flags alone (its
+# checks, its plan, its kernels' launchers, grids and scalar arguments) is
+# kept per key below, so that a call like an earlier one only allocates and
+# launches. Keys hold every input of what they keep, and the flags' types (a
+# key holding True must not be found by 1). A process sees few keys: a cache
+# that reaches _CACHE_LIMIT entries is emptied.
+_CACHE_LIMIT = 256
+
+
+def _remember(cache: dict, key: Any, value: Any) -> Any:
+    """``cache[key] = value`` (emptying a full cache first); returns ``value``."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 @dataclass(frozen=True)
@@ -94,7 +119,7 @@ class Saved:
     @classmethod
     def tensor_names(cls) -> tuple[str, ...]:
         """The tensor fields, in the order of :meth:`tensors`."""
-        return tuple(f.name for f in fields(cls) if f.name != "plan")
+        return _tensor_fields(cls)
 
     def tensors(self, for_backward: bool = False) -> tuple[torch.Tensor | None, ...]:
         """Every tensor, in :meth:`tensor_names` order; with ``for_backward``
@@ -106,6 +131,12 @@ class Saved:
     def from_tensors(cls, plan: Plan, tensors: tuple[torch.Tensor, ...]) -> Saved:
         """The inverse of :meth:`tensors` (from ``ctx.saved_tensors``)."""
         return cls(plan, **dict(zip(cls.tensor_names(), tensors)))
+
+
+@functools.lru_cache(maxsize=None)
+def _tensor_fields(cls: type) -> tuple[str, ...]:
+    """:meth:`Saved.tensor_names` (fields() walks the class: once per class)."""
+    return tuple(f.name for f in fields(cls) if f.name != "plan")
 
 
 def unit_last_stride(x: torch.Tensor) -> torch.Tensor:
@@ -122,29 +153,168 @@ def strides_of(x: torch.Tensor) -> Strides:
 
 def allocate(specs: dict[str, BufferSpec], device: torch.device) -> dict[str, torch.Tensor]:
     """The buffers ``specs`` describe (zeroed where the kernels add into them)."""
-    return {name: (torch.zeros if spec.zeroed else torch.empty)(
-        spec.shape, dtype=_TORCH_DTYPES[spec.dtype], device=device)
-        for name, spec in specs.items()}
+    return _allocate(_torch_specs(specs), device)
 
 
-def _launch(sequence: tuple[str, ...], plan: Plan, values: dict[str, Any],
-            device: torch.device, store_p_ds: bool = False, direct_kv: bool = False) -> None:
-    """Launches ``sequence``: on the GPU for CUDA tensors; CPU tensors run in
-    the interpreter (the CPU implementation of the ``sage::`` ops, for tests)."""
+#: A buffer as torch allocates it: name, shape, torch dtype, zeroed.
+_TorchSpec = tuple[str, tuple[int, ...], torch.dtype, bool]
+
+
+def _torch_specs(specs: dict[str, BufferSpec]) -> tuple[_TorchSpec, ...]:
+    return tuple((name, spec.shape, _TORCH_DTYPES[spec.dtype], spec.zeroed)
+                 for name, spec in specs.items())
+
+
+def _allocate(specs: tuple[_TorchSpec, ...], device: torch.device) -> dict[str, torch.Tensor]:
+    # One torch call per buffer: the forward's buffers are outputs of the
+    # sage:: op, which may not alias one another (so no views of one block).
+    return {name: (torch.zeros if zeroed else torch.empty)(shape, dtype=dtype, device=device)
+            for name, shape, dtype, zeroed in specs}
+
+
+class _Launch(NamedTuple):
+    """One kernel of a plan, ready to launch: its launcher (constexprs and
+    launch options fixed), its grid and the getter of its runtime arguments
+    from the mapping of every value of a launch sequence, by name."""
+
+    name: str
+    launcher: Launcher
+    grid: tuple[int, int, int]
+    arguments: Callable[[Mapping[str, Any]], tuple]
+
+
+_LAUNCHES: dict[tuple, tuple[Plan, tuple[_Launch, ...]]] = {}
+
+
+def _launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
+              direct: bool) -> tuple[_Launch, ...]:
+    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``
+    (kept per plan object: plan_of hands out one per key; an entry holds its
+    plan, so its id is not reused while the entry lives)."""
+    key = (id(plan), sequence, store_p_ds, direct)
+    entry = _LAUNCHES.get(key)
+    if entry is not None and entry[0] is plan:
+        return entry[1]
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
     all_grids = grids(plan.shape, plan.tiles, **flags)
+    launches = []
     for name in sequence:
-        kernel = JIT_KERNELS[name]
-        run = kernel.run if device.type == "cuda" else kernel.interpret
-        run(all_grids[name],
-            *runtime_args(name, values), **plan.tiles.options(name, **flags),
-            **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
-                         smooth_k=plan.smooth_k, smooth_q=plan.smooth_q, fine_scales=plan.fine,
-                         store_p_ds=store_p_ds, direct_kv=direct_kv))
+        kwargs = dict(plan.tiles.options(name, **flags),
+                      **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
+                                   smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
+                                   fine_scales=plan.fine, store_p_ds=store_p_ds,
+                                   direct_kv=direct))
+        grid = grid_dims(all_grids[name], {})  # three sizes: launches take it as it is
+        params = runtime_params(name)
+        getter = operator.itemgetter(*params) if len(params) > 1 \
+            else (lambda values, param=params[0]: (values[param],))
+        launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid, getter))
+    return _remember(_LAUNCHES, key, (plan, tuple(launches)))[1]
 
 
-def _info(x: torch.Tensor) -> TensorInfo:
-    return TensorInfo(tuple(x.shape), str(x.dtype).rsplit(".", 1)[-1], str(x.device))
+def _launch(sequence: tuple[str, ...], plan: Plan, values: Mapping[str, Any],
+            device: torch.device, store_p_ds: bool = False, direct_kv: bool = False) -> None:
+    """Launches ``sequence``: on the GPU for CUDA tensors; CPU tensors run in
+    the interpreter (the CPU implementation of the ``sage::`` ops, for tests).
+
+    Raises:
+        KeyError: naming the kernel and the parameter ``values`` lacks.
+    """
+    cuda = device.type == "cuda"
+    for launch in _launches(sequence, plan, store_p_ds, direct_kv):
+        try:
+            args = launch.arguments(values)
+        except KeyError:
+            runtime_args(launch.name, values)  # raises, naming what is missing
+            raise
+        if cuda:
+            launch.launcher.launch(launch.grid, args)
+        else:
+            launch.launcher.interpret(launch.grid, *args)
+
+
+_SCALARS: dict[tuple, tuple[Plan, dict[str, Any]]] = {}
+
+
+def _scalar_values(plan: Plan, tokens: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """A new mapping of the scalar arguments of ``plan``'s kernels, the
+    stride arguments of the token tensors ``tokens`` and those tensors (the
+    scalars kept per plan and strides).
+
+    Raises:
+        ValueError: for a token tensor whose last dimension is not unit-stride.
+    """
+    key = (id(plan), *tokens, *[x.stride() for x in tokens.values()])
+    entry = _SCALARS.get(key)
+    if entry is None or entry[0] is not plan:
+        scalars = scalar_args(plan.shape, plan.sm_scale)
+        for name, x in tokens.items():
+            scalars.update(stride_args(name, strides_of(x)))
+        entry = _remember(_SCALARS, key, (plan, scalars))
+    values = dict(entry[1])
+    values.update(tokens)
+    return values
+
+
+_SPECS: dict[tuple, tuple[Plan, tuple[_TorchSpec, ...]]] = {}
+
+
+def _plan_buffers(plan: Plan, make: Callable[[], dict[str, BufferSpec]], *key: Any
+                  ) -> tuple[_TorchSpec, ...]:
+    """The buffers ``make()`` describes for ``plan`` (kept per plan and ``key``)."""
+    entry = _SPECS.get((id(plan), *key))
+    if entry is None or entry[0] is not plan:
+        entry = _remember(_SPECS, (id(plan), *key), (plan, _torch_specs(make())))
+    return entry[1]
+
+
+def tensor_info(x: torch.Tensor) -> TensorInfo:
+    """What the checks of :mod:`sage.attention_checks` read of a tensor."""
+    dtype = _DTYPE_NAMES.get(x.dtype) or str(x.dtype).rsplit(".", 1)[-1]
+    return TensorInfo(tuple(x.shape), dtype, str(x.device))
+
+
+_PROBLEMS: dict[tuple, AttentionProblem] = {}
+
+
+def check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: Any,
+                  sm_scale: Any, smooth_k: Any, smooth_q: Any, layout: Any = "bhsd",
+                  scales: Any = "fine", interpret: bool = False,
+                  cuda_available: bool | None = True, memo: bool = True) -> AttentionProblem:
+    """:func:`~sage.attention_checks.check_attention_args` of three tensors.
+
+    With ``memo`` a call whose shapes, dtypes, devices and arguments (with
+    their types) are those of an earlier one that passed returns that one's
+    problem without checking again (a call that fails is never kept, so it
+    fails each time with the same error). ``cuda_available`` (None:
+    ``torch.cuda.is_available()``, asked only when the checks run) only
+    words the error of a CPU tensor.
+
+    Raises:
+        sage.attention_checks.AttentionArgumentError: naming the argument.
+    """
+    key = None
+    if memo:
+        key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device,
+               v.device, causal, sm_scale, smooth_k, smooth_q, layout, scales, interpret,
+               type(causal), type(sm_scale), type(smooth_k), type(smooth_q), type(layout),
+               type(scales))
+        try:
+            problem = _PROBLEMS.get(key)
+        except TypeError:  # symbolic sizes, an unhashable argument: checked each time
+            problem = key = None
+        if problem is not None:
+            return problem
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    problem = check_attention_args(tensor_info(q), tensor_info(k), tensor_info(v),
+                                   causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
+                                   smooth_q=smooth_q, layout=layout,
+                                   cuda_available=cuda_available, scales=scales,
+                                   interpret=interpret)
+    if key is not None:
+        _remember(_PROBLEMS, key, problem)
+    return problem
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
@@ -169,40 +339,52 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
     Raises:
         sage.attention_checks.AttentionArgumentError: for unsupported inputs.
     """
-    problem = check_attention_args(_info(q), _info(k), _info(v), causal=causal,
-                                   sm_scale=sm_scale, smooth_k=smooth_k, smooth_q=smooth_q,
-                                   layout="bhsd", scales=scales)
+    problem = check_tensors(q, k, v, causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
+                            smooth_q=smooth_q, layout="bhsd", scales=scales)
     plan = plan_of(q, k, causal=causal, sm_scale=problem.sm_scale, smooth_k=smooth_k,
                    smooth_q=smooth_q, scales=scales, tiles=tiles)
     return run_forward(plan, q, k, v, out)
 
 
+_PLANS: dict[tuple, Plan] = {}
+
+
 def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
             smooth_k: bool, smooth_q: bool, scales: str, tiles: Tiles | None = None) -> Plan:
     """The :class:`Plan` of checked (B, H, N, D) / (B, Hkv, Nkv, D) views (sizes
-    may be symbolic: the fake implementations of the ``sage::`` ops use it)."""
-    batch, heads, n, d = q.shape
-    shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-    return Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal), causal,
-                sm_scale, smooth_k, smooth_q, q.dtype, scales)
+    may be symbolic: the fake implementations of the ``sage::`` ops use it).
+    One object per key (sizes, dtype, arguments): what is derived from a plan
+    is kept by it."""
+    key = (q.shape, k.shape[1], k.shape[2], q.dtype, causal, sm_scale, smooth_k, smooth_q,
+           scales, tiles, type(causal), type(sm_scale), type(smooth_k), type(smooth_q))
+    try:
+        plan = _PLANS.get(key)
+    except TypeError:  # symbolic sizes: planned each time
+        plan = key = None
+    if plan is None:
+        batch, heads, n, d = q.shape
+        shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
+        plan = Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal),
+                    causal, sm_scale, smooth_k, smooth_q, q.dtype, scales)
+        if key is not None:
+            _remember(_PLANS, key, plan)
+    return plan
 
 
 def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, Saved]:
     """:func:`forward` for checked arguments and their plan (no checks)."""
-    q, k, v = (unit_last_stride(x) for x in (q, k, v))
-    shape = plan.shape
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
-    if tuple(o.shape) != tuple(q.shape) or o.dtype != q.dtype or o.device != q.device:
-        raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device}, "
+    q, k, v = unit_last_stride(q), unit_last_stride(k), unit_last_stride(v)
+    device = q.device
+    o = torch.empty(q.shape, dtype=q.dtype, device=device) if out is None else out
+    if o.shape != q.shape or o.dtype != q.dtype or o.device != device:
+        raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {device}, "
                          f"got {tuple(o.shape)} {o.dtype} on {o.device}")
-    buffers = allocate(forward_buffers(shape, plan.tiles, plan.smooth_q, plan.fine),
-                        q.device)
-    values: dict[str, Any] = dict(buffers, **scalar_args(shape, plan.sm_scale),
-                                  q=q, k=k, v=v, o=o)
-    for name in ("q", "k", "v", "o"):
-        values.update(stride_args(name, strides_of(values[name])))
-    _launch(forward_sequence(plan.smooth_k, plan.fine), plan, values, q.device)
+    buffers = _allocate(_plan_buffers(plan, lambda: forward_buffers(
+        plan.shape, plan.tiles, plan.smooth_q, plan.fine), "forward"), device)
+    values = _scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
+    values.update(buffers)
+    _launch(forward_sequence(plan.smooth_k, plan.fine), plan, values, device)
     saved = Saved(plan, v=v, o=o,
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved
@@ -234,13 +416,13 @@ def backward(do: torch.Tensor, saved: Saved, *, store_p_ds: bool = False
     # dK, dV straight in 16 bits where no kv head is shared (peak memory).
     grad_dtype = str(plan.dtype).rsplit(".", 1)[-1]
     direct = direct_kv(plan.shape, grad_dtype)
-    buffers = allocate(backward_buffers(plan.shape, plan.tiles, store_p_ds, plan.fine,
-                                        grad_dtype), do.device)
-    values: dict[str, Any] = dict(buffers, **scalar_args(plan.shape, plan.sm_scale), do=do,
-                                  **{name: getattr(saved, name)
-                                     for name in Saved.tensor_names()})
-    for name in ("do", "v", "o"):
-        values.update(stride_args(name, strides_of(values[name])))
+    buffers = _allocate(_plan_buffers(plan, lambda: backward_buffers(
+        plan.shape, plan.tiles, store_p_ds, plan.fine, grad_dtype), "backward", store_p_ds),
+        do.device)
+    values = _scalar_values(plan, {"do": do, "v": saved.v, "o": saved.o})
+    values.update(buffers)
+    for name in Saved.tensor_names():
+        values.setdefault(name, getattr(saved, name))
     _launch(BACKWARD_SEQUENCE, plan, values, do.device, store_p_ds=store_p_ds,
             direct_kv=direct)
     del values  # drops its references to the workspaces
@@ -268,5 +450,6 @@ def natural_lse(q: torch.Tensor, lse: torch.Tensor, saved: Saved) -> torch.Tenso
     return lse * LN2 + saved.plan.sm_scale * shift
 
 
-__all__ = ["FORWARD_ONLY", "JIT_KERNELS", "Plan", "Saved", "backward", "forward", "natural_lse",
-           "allocate", "plan_of", "run_forward", "strides_of", "unit_last_stride"]
+__all__ = ["FORWARD_ONLY", "JIT_KERNELS", "Plan", "Saved", "backward", "check_tensors",
+           "forward", "natural_lse", "allocate", "plan_of", "run_forward", "strides_of",
+           "tensor_info", "unit_last_stride"]
