@@ -1,11 +1,11 @@
 """Forward plan study: the SageBwd forward at other plans vs cuDNN SDPA, bf16.
 
-    python3 bench/forward_tiles.py OUT.json OUT.md
+    python3 bench/forward_tiles.py OUT.json OUT.md [--d 128] [--causal no] [--plans default skewed]
 
 The default forward plan (launch.default_tiles: 64 query rows on one
 warpgroup, 128 keys, in dependency order, O by the copy engine) and others
-(:data:`PLANS`: two or three programs an SM, the loop skewed, 64 or 256 keys, 128 rows on
-two consumer warpgroups beside a producer warpgroup, with ping-pong). This times the
+(:data:`PLANS`: two, three or four programs an SM, the loop skewed, 64 or 256 keys, 128 rows on
+two consumer warpgroups beside a producer warpgroup, with ping-pong, skewed or not). This times the
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
 checks O against SDPA (relative L2) and splits one call's GPU time by kernel
@@ -16,7 +16,9 @@ for choosing the forward's plan: the backward, the accuracy report and
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,17 @@ PLANS = {"default": None,
          "three-programs-an-sm": ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False,
                                               tma_store=True),
          "two-programs-an-sm": ForwardTiles(64, 4, block_n=128, skewed=False, tma_store=True),
+         "four-programs-an-sm": ForwardTiles(64, 4, maxnreg=128, block_n=64, skewed=False,
+                                             tma_store=True),
          "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
          "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
          "256-keys": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True),
          "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
                                           skewed=False, tma_store=True),
          "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
-                                           block_n=128, skewed=False, tma_store=True)}
+                                           block_n=128, skewed=False, tma_store=True),
+         "ping-pong-skewed-128x128": ForwardTiles(128, 8, warp_specialize=True,
+                                                  ping_pong=True, block_n=128, tma_store=True)}
 
 
 def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
@@ -61,9 +67,9 @@ def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
     return out
 
 
-def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
-          heads: int = 32) -> list[dict[str, Any]]:
-    """Median forward times (ms) of every plan and of cuDNN at one shape."""
+def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
+          plans: Iterable[str] = tuple(PLANS)) -> list[dict[str, Any]]:
+    """Median forward times (ms) of the named plans and of cuDNN at one shape."""
     gen = torch.Generator(device="cuda").manual_seed(d)
     q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16,
                            generator=gen) for _ in range(3))
@@ -75,7 +81,8 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
                                                                      is_causal=causal),
             return_mode="median")
     rows = []
-    for name, plan in PLANS.items():
+    for name in plans:
+        plan = PLANS[name]
         tiles = None if plan is None else replace(default_tiles(d, causal=causal),
                                                   forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
@@ -97,7 +104,19 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4,
 
 
 def main(argv: list[str]) -> int:
-    rows = [row for d in (64, 128) for causal in (False, True) for row in study(d, causal)]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", type=Path, nargs="?", help="where the JSON results go")
+    parser.add_argument("markdown", type=Path, nargs="?", help="where the markdown table goes")
+    parser.add_argument("--d", type=int, nargs="+", default=[64, 128], choices=(64, 128),
+                        help="head dims to study (default: both)")
+    parser.add_argument("--causal", choices=("both", "yes", "no"), default="both",
+                        help="masks to study (default: both)")
+    parser.add_argument("--plans", nargs="+", choices=tuple(PLANS), default=list(PLANS),
+                        help="plans to time (default: all)")
+    options = parser.parse_args(argv)
+    masks = {"both": (False, True), "yes": (True,), "no": (False,)}[options.causal]
+    rows = [row for d in options.d for causal in masks
+            for row in study(d, causal, plans=options.plans)]
     headers = ["D", "causal", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",
                "O rel-L2 vs SDPA", "kernels (ms per call)", "error"]
     table = [[r["d"], r["causal"], r["plan"], r["tiles"], common.fmt(r.get("sage_ms")),
@@ -107,8 +126,7 @@ def main(argv: list[str]) -> int:
               r.get("error", "")] for r in rows]
     results = {"environment": common.environment(), "rows": rows,
                "markdown": common.markdown_table(headers, table)}
-    common.write_outputs(Path(argv[0]) if argv else None,
-                         Path(argv[1]) if len(argv) > 1 else None, results,
+    common.write_outputs(options.json, options.markdown, results,
                          "Forward tile study, B4 H32 N4096 bf16\n\n"
                          + results["markdown"])
     return 0

@@ -12,7 +12,8 @@
 #     accuracy  bench/accuracy.py (kernels vs emulation, SageBwd vs float64)
 #     speed     bench/attention_speed.py (vs SDPA flash and cuDNN; extra arguments in
 #               SAGE_SPEED_ARGS, e.g. --passes fwd --providers sage,cudnn)
-#     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN)
+#     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN;
+#               extra arguments in SAGE_TILES_ARGS, e.g. --d 128 --causal no --plans default)
 #     gemm      bench/gemm_speed.py (issue #11: sage INT8 / bf16 GEMMs vs torch._int_mm, Triton
 #               INT8 and cuBLAS bf16; extra arguments in SAGE_GEMM_ARGS, e.g. --sage-tiles)
 #     flash     bench/flash_speed.py (issue #11: the sage bf16 FlashAttention forward vs cuDNN
@@ -97,7 +98,9 @@ for stage in "${stages[@]}"; do
       python3 bench/attention_speed.py "$OUT/attention_speed.json" "$OUT/attention_speed.md" \
         ${SAGE_SPEED_ARGS:-} 2>&1 ;;
     forward-tiles)
-      python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" 2>&1 ;;
+      # shellcheck disable=SC2086
+      python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" \
+        ${SAGE_TILES_ARGS:-} 2>&1 ;;
     gemm)
       # shellcheck disable=SC2086
       python3 bench/gemm_speed.py "$OUT/gemm_speed.json" "$OUT/gemm_speed.md" \
