@@ -398,7 +398,9 @@ struct Promoter {
       return copied->second;
     for (OpOperand &use : load->getUses()) {
       auto q = dyn_cast<QMatmulOp>(use.getOwner());
-      if (!q || use.get() == q.getLhs() || use.get() == q.getRhs() ||
+      if (!q ||
+          (&use != &q.getLhsScaleMutable() &&
+           &use != &q.getRhsScaleMutable()) ||
           !copyCanMoveToUser(load, q))
         return {};
     }
