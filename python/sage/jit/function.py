@@ -31,8 +31,9 @@ from sage.jit.knobs import knobs
 from sage.jit.launcher import (check_pointer, current_device, current_stream,
                                global_scratch, grid_dims, pointer_of)
 from sage.jit.options import LaunchOptions, pop_launch_options
-from sage.jit.specialize import (ArgKey, ArgumentError, Param, arch_for_capability,
-                                 kernel_params, pointer_key, scalar_key)
+from sage.jit.specialize import (_I32_MAX, _I32_MIN, _I64_MAX, _I64_MIN,
+                                 SPECIALIZE_MULTIPLE, ArgKey, ArgumentError, Param,
+                                 arch_for_capability, kernel_params, pointer_key, scalar_key)
 
 
 @functools.lru_cache(maxsize=None)
@@ -321,7 +322,6 @@ def _keywords_memo(kwargs: dict[str, Any]) -> tuple:
 #: or not, f32. A tensor's code is its dtype object; its address modulo 16
 #: follows the device at the end, unless every address is 16-byte aligned.
 _I32, _I32_DIV16, _I64, _I64_DIV16, _FLOAT = range(5)
-_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -(1 << 31), (1 << 31) - 1, -(1 << 63), (1 << 63) - 1
 
 
 class Launcher:
@@ -433,9 +433,9 @@ class Launcher:
                 push(address)
             elif kind is int:
                 if _I32_MIN <= value <= _I32_MAX:
-                    code(_I32_DIV16 if value & 15 == 0 else _I32)
+                    code(_I32_DIV16 if value % SPECIALIZE_MULTIPLE == 0 else _I32)
                 elif _I64_MIN <= value <= _I64_MAX:
-                    code(_I64_DIV16 if value & 15 == 0 else _I64)
+                    code(_I64_DIV16 if value % SPECIALIZE_MULTIPLE == 0 else _I64)
                 else:
                     return None
                 push(value)
@@ -447,8 +447,9 @@ class Launcher:
         if device is None:
             device = current_device()
         code(device)
-        if addresses & 15:  # not all 16-byte aligned: each address's own
-            code(tuple(address & 15 for value, address in zip(args, launch_args)
+        if addresses % SPECIALIZE_MULTIPLE:  # not all aligned: each address's own
+            code(tuple(address % SPECIALIZE_MULTIPLE
+                       for value, address in zip(args, launch_args)
                        if type(value) is tensor))
         return tuple(codes), device, tuple(launch_args)
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 #: The alignment (bytes) and divisibility the JIT specialises on.
 SPECIALIZE_MULTIPLE = 16
 _I32_MIN, _I32_MAX = -(2 ** 31), 2 ** 31 - 1
+_I64_MIN, _I64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 #: Element dtypes by name (sage.language's names) with their size in bytes.
 DTYPE_BYTES = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
@@ -174,7 +175,7 @@ def scalar_key(param: Param, value: Any) -> ArgKey:
     kind = param.scalar or ("int32" if _I32_MIN <= value <= _I32_MAX else "int64")
     if kind == "int32" and not _I32_MIN <= value <= _I32_MAX:
         raise ArgumentError(f"argument {param.name}: {value} does not fit in int32")
-    if not -(2 ** 63) <= value < 2 ** 63:
+    if not _I64_MIN <= value <= _I64_MAX:
         raise ArgumentError(f"argument {param.name}: {value} does not fit in int64")
     return _INT_KEYS[kind, param.specialize and value % SPECIALIZE_MULTIPLE == 0]
 

@@ -232,6 +232,13 @@ void setInsertionAfterAll(OpBuilder &b, ValueRange values) {
     b.setInsertionPointToStart(block);
 }
 
+/// A matmul-scale vector copied to shared memory by cp.async: its tile and
+/// the commit group that completes it.
+struct ScaleCopy {
+  Value buffer;
+  Operation *commit;
+};
+
 /// Where the copy of a load goes and how.
 struct Promoter {
   FunctionOpInterface func;
@@ -245,10 +252,8 @@ struct Promoter {
   SmallVector<Operation *> replacedLoads;
   /// The shared tile each load copied by TMA went to.
   DenseMap<Operation *, Value> copiedLoads;
-  /// The shared tile each matmul-scale load was copied to (copiedScale),
-  /// and the commit group of each such copy.
-  DenseMap<Operation *, Value> copiedScales;
-  DenseMap<Value, Operation *> scaleCommits;
+  /// The copy of each matmul-scale load (copiedScale).
+  DenseMap<Operation *, ScaleCopy> copiedScales;
   /// Each wgmma wait and the dot it completes.
   SmallVector<std::pair<DotWaitOp, DotOp>> dotWaits;
 
@@ -375,11 +380,11 @@ struct Promoter {
     return buffer;
   }
 
-  /// The shared tile that cp.async fills with the scales `scale` of a
-  /// matmul, as a `shape` row or column of f32 (one per result column or
-  /// row), when `scale` is a load that every user reads as a matmul scale
-  /// and its view (transposed when the load reads the vector the other way
-  /// round) allows 16-byte copies: unit stride along the vector, aligned
+  /// The shared tile (and commit group) that cp.async fills with the scales
+  /// `scale` of a matmul, as a `shape` row or column of f32 (one per result
+  /// column or row), when `scale` is a load that every user reads as a matmul
+  /// scale and its view (transposed when the load reads the vector the other
+  /// way round) allows 16-byte copies: unit stride along the vector, aligned
   /// base and offset; else null. The copy is issued where the load was and
   /// waited for where the scales are applied, after the matmul: the scales
   /// hold no registers while the matmul is in flight (the SageBwd forward's
@@ -390,7 +395,7 @@ struct Promoter {
   /// H100: 128 keys 2-3% faster, 64 keys 6% slower; docs/lowering.md). (A
   /// 1-row box is no TMA box here: tensor maps describe swizzled boxes of 8
   /// rows or more.)
-  Value copiedScale(Value scale, ArrayRef<int64_t> shape) {
+  std::optional<ScaleCopy> copiedScale(Value scale, ArrayRef<int64_t> shape) {
     auto load = scale.getDefiningOp<LoadOp>();
     if (!load || !cpAsync || !kernel)
       return {};
@@ -444,19 +449,19 @@ struct Promoter {
     Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
     AsyncCopyOp::create(b, loc, load.getPtr(), offsets, strides, bounds,
                         buffer);
-    scaleCommits[buffer] = AsyncCommitGroupOp::create(b, loc);
     replacedLoads.push_back(load);
-    copiedScales[load] = buffer;
-    return buffer;
+    ScaleCopy copy{buffer, AsyncCommitGroupOp::create(b, loc)};
+    copiedScales[load] = copy;
+    return copy;
   }
 
-  /// The scales cp.async copied to `buffer` (copiedScale), in registers
-  /// as `type`: waited for here, where they are applied.
-  Value readScales(OpBuilder &b, Location loc, Value buffer,
+  /// The scales of `copy` (copiedScale) in registers as `type`: waited
+  /// for here, where they are applied.
+  Value readScales(OpBuilder &b, Location loc, const ScaleCopy &copy,
                    RankedTensorType type) {
     auto wait = AsyncWaitOp::create(b, loc, 0);
-    waits.push_back({wait, scaleCommits.lookup(buffer)});
-    return LocalLoadOp::create(b, loc, type, buffer);
+    waits.push_back({wait, copy.commit});
+    return LocalLoadOp::create(b, loc, type, copy.buffer);
   }
 
   /// `operand` of `matmul`, contracted along `contract`, as a K-major
@@ -801,8 +806,9 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
     value = arith::SIToFPOp::create(b, loc, result, product);
     auto read = [&](Value scale, RankedTensorType sliced) -> Value {
-      Value buffer = promoter.copiedScale(scale, sliced.getShape());
-      return buffer ? promoter.readScales(b, loc, buffer, sliced) : Value();
+      std::optional<ScaleCopy> copy =
+          promoter.copiedScale(scale, sliced.getShape());
+      return copy ? promoter.readScales(b, loc, *copy, sliced) : Value();
     };
     value = applyScales(b, loc, value, op.getLhsScale(), op.getRhsScale(),
                         contract, read);

@@ -183,33 +183,40 @@ class _Launch(NamedTuple):
     arguments: Callable[[Mapping[str, Any]], tuple]
 
 
+def _per_plan(cache: dict, plan: Plan, key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``cache`` per plan object and ``key`` (plan_of
+    hands out one plan per key; an entry holds its plan, so the plan's id is
+    not reused while the entry lives)."""
+    entry = cache.get((id(plan), *key))
+    if entry is None or entry[0] is not plan:
+        entry = _remember(cache, (id(plan), *key), (plan, make()))
+    return entry[1]
+
+
 _LAUNCHES: dict[tuple, tuple[Plan, tuple[_Launch, ...]]] = {}
 
 
 def _launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
               direct: bool) -> tuple[_Launch, ...]:
-    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``
-    (kept per plan object: plan_of hands out one per key; an entry holds its
-    plan, so its id is not reused while the entry lives)."""
-    key = (id(plan), sequence, store_p_ds, direct)
-    entry = _LAUNCHES.get(key)
-    if entry is not None and entry[0] is plan:
-        return entry[1]
-    flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
-    all_grids = grids(plan.shape, plan.tiles, **flags)
-    launches = []
-    for name in sequence:
-        kwargs = dict(plan.tiles.options(name, **flags),
-                      **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
-                                   smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
-                                   fine_scales=plan.fine, store_p_ds=store_p_ds,
-                                   direct_kv=direct))
-        grid = grid_dims(all_grids[name], {})  # three sizes: launches take it as it is
-        params = runtime_params(name)
-        getter = operator.itemgetter(*params) if len(params) > 1 \
-            else (lambda values, param=params[0]: (values[param],))
-        launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid, getter))
-    return _remember(_LAUNCHES, key, (plan, tuple(launches)))[1]
+    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``."""
+    def make() -> tuple[_Launch, ...]:
+        flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
+        all_grids = grids(plan.shape, plan.tiles, **flags)
+        launches = []
+        for name in sequence:
+            kwargs = dict(plan.tiles.options(name, **flags),
+                          **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
+                                       smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
+                                       fine_scales=plan.fine, store_p_ds=store_p_ds,
+                                       direct_kv=direct))
+            grid = grid_dims(all_grids[name], {})  # three sizes: launches take it as it is
+            params = runtime_params(name)
+            getter = operator.itemgetter(*params) if len(params) > 1 \
+                else (lambda values, param=params[0]: (values[param],))
+            launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid,
+                                    getter))
+        return tuple(launches)
+    return _per_plan(_LAUNCHES, plan, (sequence, store_p_ds, direct), make)
 
 
 def _launch(sequence: tuple[str, ...], plan: Plan, values: Mapping[str, Any],
@@ -244,14 +251,13 @@ def _scalar_values(plan: Plan, tokens: dict[str, torch.Tensor]) -> dict[str, Any
     Raises:
         ValueError: for a token tensor whose last dimension is not unit-stride.
     """
-    key = (id(plan), *tokens, *[x.stride() for x in tokens.values()])
-    entry = _SCALARS.get(key)
-    if entry is None or entry[0] is not plan:
+    def make() -> dict[str, Any]:
         scalars = scalar_args(plan.shape, plan.sm_scale)
         for name, x in tokens.items():
             scalars.update(stride_args(name, strides_of(x)))
-        entry = _remember(_SCALARS, key, (plan, scalars))
-    values = dict(entry[1])
+        return scalars
+    key = (*tokens, *[x.stride() for x in tokens.values()])
+    values = dict(_per_plan(_SCALARS, plan, key, make))
     values.update(tokens)
     return values
 
@@ -262,10 +268,7 @@ _SPECS: dict[tuple, tuple[Plan, tuple[_TorchSpec, ...]]] = {}
 def _plan_buffers(plan: Plan, make: Callable[[], dict[str, BufferSpec]], *key: Any
                   ) -> tuple[_TorchSpec, ...]:
     """The buffers ``make()`` describes for ``plan`` (kept per plan and ``key``)."""
-    entry = _SPECS.get((id(plan), *key))
-    if entry is None or entry[0] is not plan:
-        entry = _remember(_SPECS, (id(plan), *key), (plan, _torch_specs(make())))
-    return entry[1]
+    return _per_plan(_SPECS, plan, key, lambda: _torch_specs(make()))
 
 
 def tensor_info(x: torch.Tensor) -> TensorInfo:
