@@ -114,6 +114,8 @@ Effects effectsOf(Operation *op) {
     // Thread 0 arms the mbarrier it initialised itself (mbarrier updates
     // are atomic): only the box's bytes count.
     e.visibleByMbarrier.push_back(rangeOf(tma.getDest(), true, true));
+  } else if (auto bulk = dyn_cast<BulkLoadOp>(op)) {
+    e.visibleByMbarrier.push_back(rangeOf(bulk.getDest(), true, true));
   } else if (isa<MbarrierInitOp, MbarrierInvalOp>(op)) {
     e.accesses.push_back(rangeOf(op->getOperand(0), true, false, true));
   } else if (isa<MbarrierWaitOp, MbarrierArriveOp>(op)) {

@@ -295,6 +295,35 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
   }
 };
 
+/// One thread arms the barrier with the tile's bytes and asks the copy engine
+/// for them: a 1-D bulk copy (no tensor map, no bounds: the op's creator
+/// proved them).
+struct BulkLoadLowering : public OpConversionPattern<sagegpu::BulkLoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(sagegpu::BulkLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    ThreadCoords c(rw, loc);
+    sagegpu::SharedTileType type = op.getDest().getType();
+    Value first = isLeader(c, op);
+    Value bar = addressOf(rw, loc, adaptor.getBarrier());
+    Value bytes = c.constant(type.getSizeInBytes());
+    inlinePtx(rw, loc, Type(), {bar, bytes, first},
+              "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+              "r,r,b");
+    Value src = LLVM::GEPOp::create(rw, loc, adaptor.getPtr().getType(),
+                                    type.getElementType(), adaptor.getPtr(),
+                                    ValueRange{adaptor.getOffset()});
+    inlinePtx(rw, loc, Type(),
+              {addressOf(rw, loc, adaptor.getDest()), src, bytes, bar, first},
+              "@$4 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+              "bytes [$0], [$1], $2, [$3];",
+              "r,l,r,r,b");
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct TmaStoreLowering : public OpConversionPattern<sagegpu::TmaStoreOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(sagegpu::TmaStoreOp op, OpAdaptor adaptor,
@@ -390,6 +419,7 @@ struct MbarrierInvalLowering
 void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
                                                  RewritePatternSet &patterns) {
   patterns.add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
-               TmaStoreLowering, MbarrierWaitLowering, MbarrierArriveLowering,
-               MbarrierInvalLowering>(converter, patterns.getContext());
+               BulkLoadLowering, TmaStoreLowering, MbarrierWaitLowering,
+               MbarrierArriveLowering, MbarrierInvalLowering>(
+      converter, patterns.getContext());
 }

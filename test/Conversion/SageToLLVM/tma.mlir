@@ -177,6 +177,28 @@ func.func @store_add(%c: !sage.ptr<f32>, %n: i64, %t: tensor<64x32xf32, #blocked
   return
 }
 
+// A bulk copy: thread 0 arms the mbarrier with the tile's 512 bytes and asks
+// for them at the element's address (no map, no bounds); after the barrier
+// that orders the mbarrier's initialisation before the waits (hoisted out of
+// a pipelined loop with the ring), the threads wait on the mbarrier.
+// CHECK-LABEL: func.func @bulk
+// CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,b" %{{.*}}, %c512_i32,
+// CHECK: %[[SRC:.*]] = llvm.getelementptr %{{.*}}[%arg1] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: "@$4 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];", "r,l,r,r,b" %{{.*}}, %[[SRC]], %c512_i32,
+// CHECK-NEXT: nvvm.barrier0
+// CHECK-NEXT: mbarrier.try_wait
+func.func @bulk(%s: !sage.ptr<f32>, %col: i64) -> tensor<1x128xf32, #blocked> {
+  %t = sagegpu.local_alloc !sagegpu.smem<1x128xf32, #sagegpu.shared<swizzle = 0, bits = 32, inner = 1>>
+  %bar = sagegpu.local_alloc !sagegpu.smem<1xi64>
+  sagegpu.mbarrier_init %bar, 1 : !sagegpu.smem<1xi64>
+  sagegpu.bulk_load %s[%col], %bar into %t : !sage.ptr<f32>, !sagegpu.smem<1xi64>, !sagegpu.smem<1x128xf32, #sagegpu.shared<swizzle = 0, bits = 32, inner = 1>>
+  %phase = arith.constant 0 : i32
+  sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
+  %v = sagegpu.local_load %t : !sagegpu.smem<1x128xf32, #sagegpu.shared<swizzle = 0, bits = 32, inner = 1>> -> tensor<1x128xf32, #blocked>
+  sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
+  return %v : tensor<1x128xf32, #blocked>
+}
+
 // A map with leading dimensions (a batch and a head; strides %sb, %sh):
 // rank 4 (field 3), dimensions 2 and 3 the head and the batch with boxes of
 // one index, their byte strides the fields after the rows'. Copies name

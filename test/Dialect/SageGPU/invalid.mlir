@@ -132,6 +132,36 @@ func.func @f(%map: !sage.tensor_map, %i: i64, %bar: !sagegpu.smem<1xi64>,
 
 // -----
 
+// A bulk copy moves contiguous bytes: its tile is unswizzled ...
+func.func @f(%p: !sage.ptr<i8>, %i: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>) {
+  // expected-error @+1 {{copies contiguous elements: its tile must be unswizzled, not '!sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>'}}
+  sagegpu.bulk_load %p[%i], %bar into %a : !sage.ptr<i8>, !sagegpu.smem<1xi64>, !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 128, bits = 8>>
+  return
+}
+
+// -----
+
+// ... a row or a column (whole 16-byte pieces: the type sees to that) ...
+func.func @f(%p: !sage.ptr<f32>, %i: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<4x16xf32, #sagegpu.shared<swizzle = 0, bits = 32>>) {
+  // expected-error @+1 {{copies a row or a column (a 1-D tile or one dimension 1), not '!sagegpu.smem<4x16xf32, #sagegpu.shared<swizzle = 0, bits = 32>>'}}
+  sagegpu.bulk_load %p[%i], %bar into %a : !sage.ptr<f32>, !sagegpu.smem<1xi64>, !sagegpu.smem<4x16xf32, #sagegpu.shared<swizzle = 0, bits = 32>>
+  return
+}
+
+// -----
+
+// ... of the pointer's element type.
+func.func @f(%p: !sage.ptr<i8>, %i: i64, %bar: !sagegpu.smem<1xi64>,
+             %a: !sagegpu.smem<1x16xf32, #sagegpu.shared<swizzle = 0, bits = 32>>) {
+  // expected-error @+1 {{copies 'i8' elements into a tile of 'f32'}}
+  sagegpu.bulk_load %p[%i], %bar into %a : !sage.ptr<i8>, !sagegpu.smem<1xi64>, !sagegpu.smem<1x16xf32, #sagegpu.shared<swizzle = 0, bits = 32>>
+  return
+}
+
+// -----
+
 // The map's box, inner dimension and swizzle are the destination's.
 func.func @f(%p: !sage.ptr<i8>, %n: i64, %bar: !sagegpu.smem<1xi64>,
              %a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 64, bits = 8>>, %s: !sage.ptr<i8>)

@@ -101,6 +101,7 @@ func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bit
 // CHECK: sagegpu.tma_load %{{.*}}[%{{.*}}, %{{.*}}], %[[BAR]] into %[[B]]
 // CHECK: sagegpu.mbarrier_wait %[[BAR]], %{{.*}} : !sagegpu.smem<1xi64>
 // CHECK: sagegpu.mbarrier_inval %[[BAR]]
+// CHECK: sagegpu.bulk_load %{{.*}}[%{{.*}}], %[[BAR]] into %{{.*}} : !sage.ptr<f32>, !sagegpu.smem<1xi64>, !sagegpu.smem<1x128xf32, #{{.*}}>
 // CHECK: sagegpu.barrier {fence_async}
 // CHECK: sagegpu.dot %[[A]], %[[B]], %{{.*}} contract(1, 1) : !sagegpu.smem<64x128xi8, #{{.*}}>, !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x64xi32, #[[$MMA]]>
 // CHECK: sagegpu.local_load %[[A]] : !sagegpu.smem<64x128xi8, #{{.*}}> -> tensor<64x128xi8, #[[$BLOCKED]]>
@@ -108,6 +109,7 @@ func.func @operands(%a: tensor<64x64xi8, #sagegpu.dot_op<0, parent = #wgmma, bit
 // CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #[[$BLOCKED]]> -> tensor<1x64xf32, #[[$BLOCKED]]>
 #kmajor = #sagegpu.shared<swizzle = 128, bits = 8>
 func.func @shared_memory(%t: tensor<64x128xi8, #blocked>, %p: !sage.ptr<i8>, %i: i64,
+                         %fp: !sage.ptr<f32>,
                          %map: !sage.tensor_map, %z: tensor<64x64xi32, #mma>,
                          %s: tensor<64x1xf32, #blocked>) {
   %a = sagegpu.local_alloc %t : tensor<64x128xi8, #blocked> -> {offset = 0 : i64} !sagegpu.smem<64x128xi8, #kmajor>
@@ -121,6 +123,8 @@ func.func @shared_memory(%t: tensor<64x128xi8, #blocked>, %p: !sage.ptr<i8>, %i:
   %phase = arith.constant 0 : i32
   sagegpu.mbarrier_wait %bar, %phase : !sagegpu.smem<1xi64>
   sagegpu.mbarrier_inval %bar : !sagegpu.smem<1xi64>
+  %sc = sagegpu.local_alloc !sagegpu.smem<1x128xf32, #sagegpu.shared<swizzle = 0, bits = 32, inner = 1>>
+  sagegpu.bulk_load %fp[%i], %bar into %sc : !sage.ptr<f32>, !sagegpu.smem<1xi64>, !sagegpu.smem<1x128xf32, #sagegpu.shared<swizzle = 0, bits = 32, inner = 1>>
   sagegpu.barrier {fence_async}
   %d = sagegpu.dot %a, %b, %z contract(1, 1) : !sagegpu.smem<64x128xi8, #kmajor>, !sagegpu.smem<64x128xi8, #kmajor> -> tensor<64x64xi32, #mma>
   %r = sagegpu.local_load %a : !sagegpu.smem<64x128xi8, #kmajor> -> tensor<64x128xi8, #blocked>

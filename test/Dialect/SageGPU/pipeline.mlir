@@ -1,5 +1,6 @@
-// sagegpu-pipeline: the TMA copies of a loop with sage.num_stages = S go
-// S - 1 iterations ahead, into rings of S buffers and mbarriers.
+// sagegpu-pipeline: the copy-engine copies (TMA, bulk) of a loop with
+// sage.num_stages = S go S - 1 iterations ahead, into rings of S buffers and
+// mbarriers.
 // RUN: sage-opt %s --split-input-file --sage-select-mma --sagegpu-assign-layouts --loop-invariant-code-motion --sagegpu-promote-operands --loop-invariant-code-motion --canonicalize --cse --sagegpu-pipeline --canonicalize | FileCheck %s
 
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
@@ -246,6 +247,57 @@ func.func @scaled_accumulator(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
     scf.yield %p : tensor<64x64xf32>
   } {sage.num_stages = 3 : i32}
   sage.store %r, %c[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xf32>, !sage.ptr<f32>
+  return
+}
+}
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// A bulk copy (per-key scales whose view ends with the tile) goes ahead
+// with the TMA copies: its own ring of tiles and mbarriers, refilled under
+// the same branch, waited for at its slot and phase where it is read.
+// CHECK-LABEL: func.func @bulk_scales
+// CHECK: %[[RS:.*]] = sagegpu.local_alloc !sagegpu.smem<2x1x128xf32, #shared1>
+// CHECK-NEXT: %[[BS:.*]] = sagegpu.local_alloc !sagegpu.smem<2xi64>
+// CHECK: scf.if
+// CHECK: sagegpu.bulk_load %arg2[%{{.*}}], %{{.*}} into %{{.*}} : !sage.ptr<f32>, !sagegpu.smem<1xi64>, !sagegpu.smem<1x128xf32, #shared1>
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: %[[SLOT:.*]] = arith.remui %{{.*}}, %c2_i32 : i32
+// CHECK: %[[PHASE:.*]] = arith.remui %{{.*}}, %c2_i32 : i32
+// CHECK: scf.if
+// CHECK: sagegpu.tma_load
+// CHECK: %[[NS:.*]] = sagegpu.ring_slot %[[RS]][%{{.*}}]
+// CHECK-NEXT: %[[NB:.*]] = sagegpu.ring_slot %[[BS]][%{{.*}}]
+// CHECK-NEXT: sagegpu.bulk_load %arg2[%{{.*}}], %[[NB]] into %[[NS]]
+// CHECK-NEXT: }
+// CHECK: sagegpu.dot
+// CHECK: %[[SB:.*]] = sagegpu.ring_slot %[[BS]][%[[SLOT]]]
+// CHECK-NEXT: sagegpu.mbarrier_wait %[[SB]], %[[PHASE]]
+// CHECK-NEXT: sagegpu.local_load %{{.*}} : !sagegpu.smem<1x128xf32, #shared1>
+// CHECK-NOT: sagegpu.mbarrier_inval
+// CHECK: } {sage.num_stages = 2 : i32}
+func.func @bulk_scales(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                       %lb: i32 {sage.divisibility = 16 : i64}, %ub: i32,
+                       %n: i64 {sage.divisibility = 16 : i64},
+                       %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i32
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %lb to %ub step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %e = arith.addi %j, %c128 : i32
+    %end = arith.extsi %e : i32 to i64
+    %st = sage.load %sk[%jj, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    scf.yield %o : tensor<64x128xf32>
+  } {sage.num_stages = 2 : i32}
   return
 }
 }

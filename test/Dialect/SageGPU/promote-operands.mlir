@@ -639,6 +639,42 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<64x1xf32, #{{.*}}>
 // TMA-NOT: sagegpu.async_copy
 // TMA: return
+// A view that ends with the tile (`end=` in the kernels): every element
+// exists, so the copy engine takes it, on an mbarrier.
+// TMA-LABEL: func.func @scales_bulk
+// TMA: scf.for %[[J:[a-z0-9_]+]] =
+// TMA: %[[SK:.*]] = sagegpu.local_alloc !sagegpu.smem<1x128xf32, #[[SH:shared[0-9]*]]>
+// TMA-NEXT: %[[BAR:.*]] = sagegpu.local_alloc !sagegpu.smem<1xi64>
+// TMA-NEXT: sagegpu.mbarrier_init %[[BAR]], 1
+// TMA-NEXT: sagegpu.bulk_load %{{.*}}[%[[J]]], %[[BAR]] into %[[SK]]
+// TMA: sagegpu.dot
+// TMA: sagegpu.dot_wait
+// TMA: sagegpu.mbarrier_wait %[[BAR]], %{{.*}}
+// TMA-NEXT: %{{.*}} = sagegpu.local_load %[[SK]] : !sagegpu.smem<1x128xf32, #[[SH]]> -> tensor<1x128xf32, #slice{{[0-9]*}}>
+// TMA-NEXT: sagegpu.mbarrier_inval %[[BAR]]
+// TMA-NOT: sagegpu.async_copy
+// TMA: return
+// Shorter vectors stay loads, bulk copy or not (64 keys: 2% slower copied).
+// TMA-LABEL: func.func @short_scales_bulk_loaded
+// TMA-NOT: sagegpu.bulk_load
+// TMA: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<64x1xf32, #{{.*}}>
+// TMA-NOT: sagegpu.bulk_load
+// TMA: return
+// Two readers: the cp.async copy (at 128 scales), not the one-reader bulk.
+// TMA-LABEL: func.func @scales_bulk_two_readers
+// TMA-NOT: sagegpu.bulk_load
+// TMA: sagegpu.async_copy
+// TMA-NOT: sagegpu.bulk_load
+// TMA: return
+// A warp-specialised loop shares the producer's rings with the masked loop
+// after it, which must copy alike, and cp.async's barriers would order the
+// consumers inside a ping-pong turn: the scales stay a load.
+// TMA-LABEL: func.func @scales_warp_specialized
+// TMA-NOT: sagegpu.bulk_load
+// TMA-NOT: sagegpu.async_copy
+// TMA: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<128x1xf32, #{{.*}}>
+// TMA-NOT: sagegpu.async_copy
+// TMA: sage.warp_specialize
 func.func @scales_copied(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
                          %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
                          %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
@@ -675,6 +711,88 @@ func.func @short_scales_loaded(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
     %o = arith.addf %acc, %p : tensor<64x64xf32>
     scf.yield %o : tensor<64x64xf32>
   }
+  return
+}
+func.func @scales_bulk(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                       %n: i64 {sage.divisibility = 16 : i64},
+                       %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i64
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %end = arith.addi %j, %c128 : i64
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    scf.yield %o : tensor<64x128xf32>
+  }
+  return
+}
+func.func @short_scales_bulk_loaded(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                       %n: i64 {sage.divisibility = 16 : i64},
+                       %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c64 = arith.constant 64 : i64
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %end = arith.addi %j, %c64 : i64
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<64x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
+    %o = arith.addf %acc, %p : tensor<64x64xf32>
+    scf.yield %o : tensor<64x64xf32>
+  }
+  return
+}
+func.func @scales_bulk_two_readers(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                   %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                   %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                                   %n: i64 {sage.divisibility = 16 : i64},
+                                   %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i64
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %end = arith.addi %j, %c128 : i64
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %q = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    %o2 = arith.addf %o, %q : tensor<64x128xf32>
+    scf.yield %o2 : tensor<64x128xf32>
+  }
+  return
+}
+func.func @scales_warp_specialized(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                   %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                                   %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                                   %n: i64 {sage.divisibility = 16 : i64},
+                                   %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i64
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %c0 to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %end = arith.addi %j, %c128 : i64
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    scf.yield %o : tensor<64x128xf32>
+  } {sage.num_stages = 2 : i32, sage.warp_specialize}
   return
 }
 }

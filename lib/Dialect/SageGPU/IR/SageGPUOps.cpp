@@ -229,6 +229,26 @@ LogicalResult TmaLoadOp::verify() {
                        "copies into");
 }
 
+LogicalResult BulkLoadOp::verify() {
+  SharedTileType tile = getDest().getType();
+  auto ptr = cast<sage::PtrType>(getPtr().getType());
+  if (ptr.getPointeeType() != tile.getElementType())
+    return emitOpError() << "copies " << ptr.getPointeeType()
+                         << " elements into a tile of "
+                         << tile.getElementType();
+  auto encoding = dyn_cast_or_null<SharedEncodingAttr>(tile.getEncoding());
+  if (encoding && encoding.getSwizzle() != 0)
+    return emitOpError() << "copies contiguous elements: its tile must be "
+                            "unswizzled, not "
+                         << tile;
+  ArrayRef<int64_t> shape = tile.getShape();
+  if (shape.size() > 2 || (shape.size() == 2 && shape[0] != 1 && shape[1] != 1))
+    return emitOpError() << "copies a row or a column (a 1-D tile or one "
+                            "dimension 1), not "
+                         << tile;
+  return success();
+}
+
 LogicalResult TmaStoreOp::verify() {
   if (getAdd() && !getSource().getType().getElementType().isF32())
     return emitOpError() << "adds f32 tiles only (as sage.store atomic_add), "

@@ -1,4 +1,4 @@
-//===- LoopCopies.cpp - the TMA copies a loop can issue ahead -------------===//
+//===- LoopCopies.cpp - the copy-engine copies a loop can issue ahead -----===//
 
 #include "LoopCopies.h"
 
@@ -41,26 +41,35 @@ static std::optional<SmallVector<Operation *>> sliceIn(scf::ForOp loop,
 }
 
 std::optional<LoopCopy> mlir::sagegpu::getLoopCopy(scf::ForOp loop,
-                                                   TmaLoadOp tma) {
+                                                   Operation *copy) {
   Block *body = loop.getBody();
-  auto buffer = tma.getDest().getDefiningOp<LocalAllocOp>();
-  auto barrier = tma.getBarrier().getDefiningOp<LocalAllocOp>();
-  if (tma->getBlock() != body || !buffer || !barrier || buffer.getInit() ||
-      buffer->getBlock() != body || barrier->getBlock() != body ||
-      !loop.isDefinedOutsideOfLoop(tma.getMap()))
+  if (!isa<TmaLoadOp, BulkLoadOp>(copy))
+    return std::nullopt;
+  // Both ops end with (barrier, dest).
+  unsigned n = copy->getNumOperands();
+  auto buffer = copy->getOperand(n - 1).getDefiningOp<LocalAllocOp>();
+  auto barrier = copy->getOperand(n - 2).getDefiningOp<LocalAllocOp>();
+  if (copy->getBlock() != body || !buffer || !barrier || buffer.getInit() ||
+      buffer->getBlock() != body || barrier->getBlock() != body)
+    return std::nullopt;
+  auto tma = dyn_cast<TmaLoadOp>(copy);
+  if (tma && !loop.isDefinedOutsideOfLoop(tma.getMap()))
     return std::nullopt;
   for (Operation *user : barrier->getUsers())
     if (user->getBlock() != body ||
-        !isa<MbarrierInitOp, MbarrierWaitOp, MbarrierInvalOp, TmaLoadOp>(user))
+        !(user == copy ||
+          isa<MbarrierInitOp, MbarrierWaitOp, MbarrierInvalOp>(user)))
       return std::nullopt;
   for (Operation *user : buffer->getUsers())
     if (!body->findAncestorOpInBlock(*user))
       return std::nullopt;
+  // A TMA copy's map is outside the loop: its coordinates follow it.
+  OperandRange inputs = copy->getOperands().drop_back(2);
   std::optional<SmallVector<Operation *>> coordinates =
-      sliceIn(loop, tma->getOperands().drop_front().drop_back(2));
+      sliceIn(loop, tma ? inputs.drop_front() : inputs);
   if (!coordinates)
     return std::nullopt;
-  return LoopCopy{tma, buffer, barrier, std::move(*coordinates)};
+  return LoopCopy{copy, buffer, barrier, std::move(*coordinates)};
 }
 
 Value mlir::sagegpu::constantI32(OpBuilder &b, Location loc, int64_t v) {
@@ -137,14 +146,14 @@ void mlir::sagegpu::readFromRing(Location loc, LoopCopy copy, Value tiles,
                                  Value barriers, const RingPosition &at) {
   OpBuilder slotAt(copy.buffer);
   copy.buffer.getResult().replaceAllUsesExcept(
-      getRingSlot(slotAt, loc, tiles, at.slot), copy.tma);
+      getRingSlot(slotAt, loc, tiles, at.slot), copy.copy);
   for (Operation *user : llvm::make_early_inc_range(copy.barrier->getUsers())) {
     if (auto wait = dyn_cast<MbarrierWaitOp>(user)) {
       OpBuilder w(wait);
       MbarrierWaitOp::create(w, wait.getLoc(),
                              getRingSlot(w, loc, barriers, at.slot), at.phase);
     }
-    if (user != copy.tma.getOperation())
+    if (user != copy.copy)
       user->erase();
   }
 }
@@ -169,15 +178,11 @@ void mlir::sagegpu::issueCopy(OpBuilder &b, Location loc, const LoopCopy &copy,
   for (Operation *op : copy.coordinates)
     if (!map.contains(op->getResult(0)))
       b.clone(*op, map);
-  TmaLoadOp tma = copy.tma;
-  Value dest = getRingSlot(b, loc, tiles, index);
-  Value barrier = getRingSlot(b, loc, barriers, index);
-  SmallVector<Value> leading;
-  for (Value index : tma.getLeading())
-    leading.push_back(map.lookupOrDefault(index));
-  TmaLoadOp::create(b, tma.getLoc(), map.lookupOrDefault(tma.getMap()), leading,
-                    map.lookupOrDefault(tma.getOuter()),
-                    map.lookupOrDefault(tma.getInner()), barrier, dest);
+  // The copy itself, on the slot's tile and mbarrier, its inputs mapped.
+  unsigned n = copy.copy->getNumOperands();
+  map.map(copy.copy->getOperand(n - 1), getRingSlot(b, loc, tiles, index));
+  map.map(copy.copy->getOperand(n - 2), getRingSlot(b, loc, barriers, index));
+  b.clone(*copy.copy, map);
 }
 
 DotWaitOp mlir::sagegpu::keepAccumulationInFlight(scf::ForOp loop,

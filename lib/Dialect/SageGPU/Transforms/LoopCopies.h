@@ -1,9 +1,9 @@
-//===- LoopCopies.h - the TMA copies a loop can issue ahead -----*- C++ -*-===//
+//===- LoopCopies.h - copy-engine copies a loop can issue ahead -*- C++ -*-===//
 //
 // What sagegpu-pipeline and sagegpu-warp-specialize share: which of a loop's
-// TMA copies can be issued by other iterations (or by other warps), the
-// ring of buffers and mbarriers they become, and the accumulation a loop can
-// keep in flight across iterations.
+// copy-engine copies (TMA and bulk) can be issued by other iterations (or by
+// other warps), the ring of buffers and mbarriers they become, and the
+// accumulation a loop can keep in flight across iterations.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,18 +18,25 @@ namespace mlir::sagegpu {
 
 /// A copy of a loop body that can be issued ahead, and what it takes along.
 struct LoopCopy {
-  TmaLoadOp tma;
+  /// A sagegpu.tma_load or sagegpu.bulk_load: a copy-engine copy that
+  /// completes an mbarrier.
+  Operation *copy;
   LocalAllocOp buffer, barrier;
   /// The body's ops that compute the coordinates, in order.
   SmallVector<Operation *> coordinates;
+
+  /// What the copy reads besides its mbarrier and tile: a TMA copy's map
+  /// and coordinates, a bulk copy's pointer and offset.
+  OperandRange inputs() const { return copy->getOperands().drop_back(2); }
 };
 
-/// `tma` as a copy the loop can issue ahead: its buffer and mbarrier are
-/// allocated in the body and used there only (the mbarrier by its init, the
-/// copy, waits and inval), its map comes from outside the loop and its
-/// coordinates are side-effect-free functions of the induction variable and
-/// of values from outside the loop; nullopt otherwise.
-std::optional<LoopCopy> getLoopCopy(scf::ForOp loop, TmaLoadOp tma);
+/// `copy` (a sagegpu.tma_load or sagegpu.bulk_load) as a copy the loop can
+/// issue ahead: its buffer and mbarrier are allocated in the body and used
+/// there only (the mbarrier by its init, the copy, waits and inval), a TMA
+/// copy's map comes from outside the loop and the other inputs are
+/// side-effect-free functions of the induction variable and of values from
+/// outside the loop; nullopt otherwise.
+std::optional<LoopCopy> getLoopCopy(scf::ForOp loop, Operation *copy);
 
 /// The i32 constant `v`.
 Value constantI32(OpBuilder &b, Location loc, int64_t v);

@@ -1,11 +1,12 @@
-//===- Pipeline.cpp - a loop's TMA copies issued stages ahead -------------===//
+//===- Pipeline.cpp - a loop's copy-engine copies issued stages ahead -----===//
 //
-// In an scf.for with sage.num_stages = S, a TMA copy that refills a
-// per-iteration buffer becomes a ring of S buffers and S mbarriers, set up
-// once: the first S - 1 iterations' copies are issued before the loop, and
-// iteration `it` issues iteration `it + S - 1`'s where its own was, then
-// reads slot `it % S` and waits for its phase `(it / S) % 2`. The copy of an
-// iteration is thus in flight during the S - 1 iterations before it.
+// In an scf.for with sage.num_stages = S, a copy-engine copy (TMA or bulk)
+// that refills a per-iteration buffer becomes a ring of S buffers and S
+// mbarriers, set up once: the first S - 1 iterations' copies are issued
+// before the loop, and iteration `it` issues iteration `it + S - 1`'s where
+// its own was, then reads slot `it % S` and waits for its phase
+// `(it / S) % 2`. The copy of an iteration is thus in flight during the
+// S - 1 iterations before it.
 //
 // A loop whose one wgmma dot accumulates into a carried value keeps that
 // accumulation in flight across iterations (keepAccumulationInFlight): the
@@ -75,7 +76,7 @@ struct Pipeliner {
     // In the body: this iteration's slot and phase, the copy S - 1 ahead.
     RingPosition at = getRingPosition(loop, stages);
     // Every copy S - 1 ahead, where the first of them was issued.
-    OpBuilder here(copies.front().tma);
+    OpBuilder here(copies.front().copy);
     Value ahead = arith::AddIOp::create(
         here, loc, loop.getInductionVar(),
         arith::MulIOp::create(here, loc, step, ivConst(here, stages - 1))
@@ -88,7 +89,7 @@ struct Pipeliner {
     scf::IfOp refill = issue(here, loc, copies, rings, ahead, next);
     for (auto [copy, ring] : llvm::zip(copies, rings)) {
       readFromRing(loc, copy, ring.first, ring.second, at);
-      copy.tma->erase();
+      copy.copy->erase();
       copy.barrier->erase();
       copy.buffer->erase();
     }
@@ -118,8 +119,8 @@ struct PipelinePass : public sagegpu::impl::SageGPUPipelineBase<PipelinePass> {
       if (!stages || stages.getInt() < 2)
         return;
       SmallVector<LoopCopy> copies;
-      for (auto tma : loop.getBody()->getOps<TmaLoadOp>())
-        if (std::optional<LoopCopy> copy = getLoopCopy(loop, tma))
+      for (Operation &op : *loop.getBody())
+        if (std::optional<LoopCopy> copy = getLoopCopy(loop, &op))
           copies.push_back(std::move(*copy));
       if (!copies.empty())
         Pipeliner{loop, stages.getInt()}.run(copies);

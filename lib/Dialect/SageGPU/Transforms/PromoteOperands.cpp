@@ -232,12 +232,41 @@ void setInsertionAfterAll(OpBuilder &b, ValueRange values) {
     b.setInsertionPointToStart(block);
 }
 
-/// A matmul-scale vector copied to shared memory by cp.async: its tile and
-/// the commit group that completes it.
+/// A matmul-scale vector copied to shared memory: its tile and what
+/// completes the copy, the mbarrier of a bulk copy or the commit group of a
+/// cp.async one (Promoter::copiedScale).
 struct ScaleCopy {
   Value buffer;
-  Operation *commit;
+  Value barrier;
+  Operation *commit = nullptr;
 };
+
+/// `v` without the integer casts the language puts between i32 indices and
+/// i64 view operands.
+Value withoutCasts(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<arith::ExtSIOp, arith::ExtUIOp, arith::IndexCastOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// Whether `bound` is `offset` + `length`: a view that ends with its tile
+/// (the SageBwd forward's `end=`), so every element of the tile exists.
+bool endsWithTile(Value offset, Value bound, int64_t length) {
+  auto add = withoutCasts(bound).getDefiningOp<arith::AddIOp>();
+  if (!add)
+    return false;
+  Value base = withoutCasts(offset);
+  APInt c;
+  for (auto [x, y] : {std::pair(add.getLhs(), add.getRhs()),
+                      std::pair(add.getRhs(), add.getLhs())})
+    if (withoutCasts(x) == base && matchPattern(y, m_ConstantInt(&c)) &&
+        c == length)
+      return true;
+  return false;
+}
 
 /// Where the copy of a load goes and how.
 struct Promoter {
@@ -380,21 +409,26 @@ struct Promoter {
     return buffer;
   }
 
-  /// The shared tile (and commit group) that cp.async fills with the scales
-  /// `scale` of a matmul, as a `shape` row or column of f32 (one per result
-  /// column or row), when `scale` is a load that every user reads as a matmul
-  /// scale and its view (transposed when the load reads the vector the other
-  /// way round) allows 16-byte copies: unit stride along the vector, aligned
-  /// base and offset; else null. The copy is issued where the load was and
-  /// waited for where the scales are applied, after the matmul: the scales
-  /// hold no registers while the matmul is in flight (the SageBwd forward's
-  /// per-key scales: 32 registers a thread at 128 keys) and their latency
-  /// hides under it. The copy, its wait and the two barriers around the
-  /// shared tile cost about 30 instructions a trip whatever the length, so
-  /// only vectors of kMinCopiedScales or more are copied (measured on the
-  /// H100: 128 keys 2-3% faster, 64 keys 6% slower; docs/lowering.md). (A
-  /// 1-row box is no TMA box here: tensor maps describe swizzled boxes of 8
-  /// rows or more.)
+  /// The shared tile that a copy fills with the scales `scale` of a matmul,
+  /// as a `shape` row or column of f32 (one per result column or row), when
+  /// `scale` is a load that every user reads as a matmul scale and its view
+  /// (transposed when the load reads the vector the other way round) allows
+  /// 16-byte copies: unit stride along the vector, aligned base and offset;
+  /// else null. The copy is issued where the load was and waited for where
+  /// the scales are applied, after the matmul: the scales hold no registers
+  /// while the matmul is in flight (the SageBwd forward's per-key scales: 32
+  /// registers a thread at 128 keys) and their latency hides under it.
+  ///
+  /// A view that ends with the vector (every element exists) read by one
+  /// matmul is copied by the copy engine, one bulk copy on an mbarrier,
+  /// which a pipelined loop issues stages ahead in a ring as it does its TMA
+  /// copies: no barrier between the threads. Any other is copied by
+  /// cp.async (zero past the bounds), whose wait and the two barriers
+  /// around its shared tile cost about 30 instructions a trip. Only vectors
+  /// of kMinCopiedScales or more are copied, and none in a warp-specialised
+  /// loop (measured on the H100: 128 keys 1-4% faster by bulk copy, 2-3% by
+  /// cp.async; 64 keys 2% slower by bulk copy, 6% by cp.async;
+  /// docs/lowering.md).
   std::optional<ScaleCopy> copiedScale(Value scale, ArrayRef<int64_t> shape) {
     auto load = scale.getDefiningOp<LoadOp>();
     if (!load || !cpAsync || !kernel)
@@ -409,6 +443,13 @@ struct Promoter {
           !copyCanMoveToUser(load, q))
         return {};
     }
+    // The loops of a warp-specialised kernel share the producer's rings and
+    // must copy alike, but a masked loop's view may end past the tensor (no
+    // bulk copy), and cp.async's barriers would order the consumers inside
+    // a ping-pong turn: there the scales stay loads.
+    auto loop = load->getParentOfType<scf::ForOp>();
+    if (loop && loop->hasAttr(SageDialect::kWarpSpecializeAttrName))
+      return {};
     RankedTensorType tile = load.getResult().getType();
     if (!tile.getElementType().isF32() ||
         tile.getNumElements() < kMinCopiedScales || load.getSigma16Rows() ||
@@ -440,6 +481,13 @@ struct Promoter {
         knownAlignment(load.getPtr()) < kCopyBytes ||
         knownDivisor(offsets[inner]) * elemBytes < kCopyBytes)
       return {};
+    unsigned outer = 1 - inner;
+    APInt zero, rows;
+    bool bulk =
+        tma && load->hasOneUse() &&
+        matchPattern(offsets[outer], m_ConstantInt(&zero)) && zero.isZero() &&
+        matchPattern(bounds[outer], m_ConstantInt(&rows)) && rows.sge(1) &&
+        endsWithTile(offsets[inner], bounds[inner], shape[inner]);
     MLIRContext *ctx = load.getContext();
     auto type = SharedTileType::get(
         ctx, shape, tile.getElementType(),
@@ -447,18 +495,36 @@ struct Promoter {
     OpBuilder b(load);
     Location loc = load.getLoc();
     Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
-    AsyncCopyOp::create(b, loc, load.getPtr(), offsets, strides, bounds,
-                        buffer);
     replacedLoads.push_back(load);
-    ScaleCopy copy{buffer, AsyncCommitGroupOp::create(b, loc)};
+    ScaleCopy copy{buffer, Value()};
+    if (bulk) {
+      auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});
+      copy.barrier =
+          LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
+      MbarrierInitOp::create(b, loc, copy.barrier, 1);
+      BulkLoadOp::create(b, loc, load.getPtr(), offsets[inner], copy.barrier,
+                         buffer);
+    } else {
+      AsyncCopyOp::create(b, loc, load.getPtr(), offsets, strides, bounds,
+                          buffer);
+      copy.commit = AsyncCommitGroupOp::create(b, loc);
+    }
     copiedScales[load] = copy;
     return copy;
   }
 
   /// The scales of `copy` (copiedScale) in registers as `type`: waited
-  /// for here, where they are applied.
+  /// for here, where they are applied (a bulk copy's mbarrier is then done
+  /// with: its one reader has waited).
   Value readScales(OpBuilder &b, Location loc, const ScaleCopy &copy,
                    RankedTensorType type) {
+    if (copy.barrier) {
+      Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+      MbarrierWaitOp::create(b, loc, copy.barrier, phase);
+      Value scales = LocalLoadOp::create(b, loc, type, copy.buffer);
+      MbarrierInvalOp::create(b, loc, copy.barrier);
+      return scales;
+    }
     auto wait = AsyncWaitOp::create(b, loc, 0);
     waits.push_back({wait, copy.commit});
     return LocalLoadOp::create(b, loc, type, copy.buffer);

@@ -156,10 +156,12 @@ struct Specializer {
   /// The copies of `loop` (errors name what keeps one from the producer).
   FailureOr<SmallVector<LoopCopy>> collectCopies(scf::ForOp loop) {
     SmallVector<LoopCopy> found;
-    WalkResult walk = loop.getBody()->walk([&](TmaLoadOp tma) {
-      std::optional<LoopCopy> copy = getLoopCopy(loop, tma);
+    WalkResult walk = loop.getBody()->walk([&](Operation *op) {
+      if (!isa<TmaLoadOp, BulkLoadOp>(op))
+        return WalkResult::advance();
+      std::optional<LoopCopy> copy = getLoopCopy(loop, op);
       if (!copy) {
-        tma.emitOpError(
+        op->emitOpError(
             "cannot be issued by the producer of its warp-specialised loop: "
             "its buffer and mbarrier must be allocated in the loop body, its "
             "tensor map outside the loop and its coordinates computed from "
@@ -200,9 +202,10 @@ struct Specializer {
     for (auto [read, ring] : llvm::zip(loopCopies, rings)) {
       LoopCopy copy = read;
       readFromRing(loc, copy, ring.first, ring.second, at);
-      if (Operation *mapDef = copy.tma.getMap().getDefiningOp())
-        maps.push_back(mapDef);
-      copy.tma->erase();
+      if (auto tma = dyn_cast<TmaLoadOp>(copy.copy))
+        if (Operation *mapDef = tma.getMap().getDefiningOp())
+          maps.push_back(mapDef);
+      copy.copy->erase();
       copy.barrier->erase();
       copy.buffer->erase();
     }
@@ -326,12 +329,12 @@ struct Specializer {
           needs, ValueRange{o.getLowerBound(), o.getUpperBound(), o.getStep()});
     for (auto [loop, loopCopies] : llvm::zip(loops, copies))
       for (LoopCopy &copy : loopCopies) {
-        needs.push_back(copy.tma.getMap());
         for (Operation *op : copy.coordinates)
           for (Value operand : op->getOperands())
             if (loop.isDefinedOutsideOfLoop(operand))
               needs.push_back(operand);
-        for (Value operand : copy.tma->getOperands().drop_front().drop_back(2))
+        // A TMA copy's map, the outside inputs of either kind of copy.
+        for (Value operand : copy.inputs())
           if (loop.isDefinedOutsideOfLoop(operand))
             needs.push_back(operand);
       }

@@ -230,6 +230,35 @@ def SageGPU_TmaLoadOp : SageGPU_Op<"tma_load", [
   }];
 }
 
+def SageGPU_BulkLoadOp : SageGPU_Op<"bulk_load", [
+    MemoryEffects<[MemRead, MemWrite<SageGPU_SharedResource>]>]> {
+  let summary = "the copy engine moves contiguous elements into shared memory";
+  let description = [{
+    One thread arms `barrier` with the tile's bytes and asks the copy engine
+    for as many contiguous elements from `ptr[offset]` (an element index) as
+    `dest` holds (`cp.async.bulk` with `complete_tx`); they land in `dest`,
+    unswizzled, and complete the barrier's current phase, as a
+    `sagegpu.tma_load` does, but with no tensor map and **no bounds
+    check**: whoever creates the op proves the elements lie inside the
+    tensor (`sagegpu-promote-operands` does for a view that ends with the
+    tile). The tile is a row or a column (one dimension 1; an unswizzled
+    tile's rows are whole 16-byte pieces), and the address must be 16-byte
+    aligned.
+
+    ```mlir
+    sagegpu.bulk_load %scales[%col], %bar into %tile
+        : !sage.ptr<f32>, !sagegpu.shared<1xi64>, !sagegpu.shared<1x128xf32, #plain>
+    ```
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_PtrType:$ptr, I64:$offset,
+                   SageGPU_Mbarrier:$barrier, SageGPU_SharedTile:$dest);
+  let assemblyFormat = [{
+    $ptr `[` $offset `]` `,` $barrier `into` $dest attr-dict `:`
+    qualified(type($ptr)) `,` qualified(type($barrier)) `,` qualified(type($dest))
+  }];
+}
+
 def SageGPU_TmaStoreOp : SageGPU_Op<"tma_store", [
     MemoryEffects<[MemRead<SageGPU_SharedResource>, MemWrite]>]> {
   let summary = "the copy engine stores a shared tile to the box of a tensor map";

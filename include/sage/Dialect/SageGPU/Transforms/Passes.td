@@ -142,16 +142,17 @@ def SageGPUWarpSpecialize
 }
 
 def SageGPUPipeline : Pass<"sagegpu-pipeline", "::mlir::ModuleOp"> {
-  let summary = "Issue a loop's TMA copies stages ahead, into rings of "
-                "buffers and mbarriers";
+  let summary = "Issue a loop's TMA and bulk copies stages ahead, into rings "
+                "of buffers and mbarriers";
   let description = [{
     Runs after `sagegpu-promote-operands` (and the loop-invariant code
     motion that leaves each tensor map outside its loop). In an `scf.for`
     carrying `sage.num_stages = S` (S >= 2; `sl.range(..., num_stages=S)`),
-    each `sagegpu.tma_load` of the loop body whose buffer and mbarrier are
-    allocated in the body, whose tensor map is defined outside the loop and
-    whose coordinates are side-effect-free functions of the induction
-    variable is pipelined:
+    each `sagegpu.tma_load` and `sagegpu.bulk_load` of the loop body whose
+    buffer and mbarrier are allocated in the body, whose tensor map (for a
+    TMA copy) is defined outside the loop and whose coordinates (a bulk
+    copy's pointer and offset) are side-effect-free functions of the
+    induction variable is pipelined:
     - its buffer becomes a ring of S tiles and its mbarrier a ring of S
       mbarriers (`sagegpu.ring_slot`), allocated and initialised once,
       before the loop, and invalidated after it;
