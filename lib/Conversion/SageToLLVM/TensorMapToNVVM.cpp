@@ -258,6 +258,17 @@ void forEachSlab(ConversionPatternRewriter &rw, Location loc, ThreadCoords &c,
        outerRow);
 }
 
+/// The copy's mbarrier armed by `first` (the role's leader) with the `bytes`
+/// the copy engine will deliver; its shared-window address.
+Value armBarrier(ConversionPatternRewriter &rw, ThreadCoords &c, Value barrier,
+                 Value bytes, Value first) {
+  Value bar = addressOf(rw, c.loc, barrier);
+  inlinePtx(rw, c.loc, Type(), {bar, bytes, first},
+            "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+            "r,r,b");
+  return bar;
+}
+
 struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
@@ -266,10 +277,8 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
     Value first = isLeader(c, op);
-    Value bar = addressOf(rw, loc, adaptor.getBarrier());
-    inlinePtx(rw, loc, Type(), {bar, c.constant(type.getSizeInBytes()), first},
-              "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-              "r,r,b");
+    Value bar = armBarrier(rw, c, adaptor.getBarrier(),
+                           c.constant(type.getSizeInBytes()), first);
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
     SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
@@ -306,11 +315,8 @@ struct BulkLoadLowering : public OpConversionPattern<sagegpu::BulkLoadOp> {
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
     Value first = isLeader(c, op);
-    Value bar = addressOf(rw, loc, adaptor.getBarrier());
     Value bytes = c.constant(type.getSizeInBytes());
-    inlinePtx(rw, loc, Type(), {bar, bytes, first},
-              "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-              "r,r,b");
+    Value bar = armBarrier(rw, c, adaptor.getBarrier(), bytes, first);
     Value src = LLVM::GEPOp::create(rw, loc, adaptor.getPtr().getType(),
                                     type.getElementType(), adaptor.getPtr(),
                                     ValueRange{adaptor.getOffset()});
