@@ -245,8 +245,7 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
             text = ", ".join(f"{k} {v:.2e}" if isinstance(v, float) else f"{k} {v}"
                              for k, v in check.items())
             problems.append(f"- {row['case']} sanity (sage vs SDPA, rel-L2): {text}")
-    if problems:
-        lines += ["", "Notes:", "", *problems]
+    lines += common.notes(problems)
     return "\n".join(lines)
 
 

@@ -45,23 +45,26 @@ def split_device_maps(spec: str) -> tuple[str, bool]:
     return spec, False
 
 
-def with_tensor_maps(fn: Callable[[], Any], device_maps: bool) -> Callable[[], Any]:
-    """``fn``, run with SAGE_TENSOR_MAPS=device when ``device_maps`` (the JIT
-    reads it per launch, so the two builds of a kernel coexist in one process)."""
-    if not device_maps:
-        return fn
-
+def with_environment(fn: Callable[[], Any], name: str, value: str) -> Callable[[], Any]:
+    """``fn``, run with the environment variable ``name`` set to ``value``
+    (as it was again afterwards)."""
     def run() -> Any:
-        previous = os.environ.get("SAGE_TENSOR_MAPS")
-        os.environ["SAGE_TENSOR_MAPS"] = "device"
+        previous = os.environ.get(name)
+        os.environ[name] = value
         try:
             return fn()
         finally:
             if previous is None:
-                del os.environ["SAGE_TENSOR_MAPS"]
+                del os.environ[name]
             else:
-                os.environ["SAGE_TENSOR_MAPS"] = previous
+                os.environ[name] = previous
     return run
+
+
+def with_tensor_maps(fn: Callable[[], Any], device_maps: bool) -> Callable[[], Any]:
+    """``fn``, run with SAGE_TENSOR_MAPS=device when ``device_maps`` (the JIT
+    reads it per launch, so the two builds of a kernel coexist in one process)."""
+    return with_environment(fn, "SAGE_TENSOR_MAPS", "device") if device_maps else fn
 
 
 def log(text: str) -> None:
@@ -102,6 +105,11 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
             raise ValueError(f"row has {len(cells)} cells, table has {len(headers)} columns")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def notes(items: Sequence[str]) -> list[str]:
+    """The lines of a report's "Notes:" section listing ``items`` (none without items)."""
+    return ["", "Notes:", "", *items] if items else []
 
 
 def matches(name: str, patterns: Sequence[str] | None) -> bool:

@@ -294,6 +294,5 @@ def render_rounds_report(rows: Sequence[dict[str, Any]], ratios: Sequence[dict[s
              + (f"; {'; '.join(bars['misses'])})" if bars["misses"] else ")"), "", legend]
     if not checked:
         lines += ["", "**Outputs were not checked (`--no-check`).**"]
-    if notes:
-        lines += ["", "Notes:", "", *notes]
+    lines += common.notes(notes)
     return "\n".join(lines)

@@ -57,11 +57,12 @@ def forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float, smoo
             ) -> tuple[Tensor, Tensor, torch_ops.Saved]:
     """What ``sage::attention_fwd`` computes, as O (q's layout and dtype), LSE
     and the forward's :class:`~torch_ops.Saved` (checked arguments)."""
-    plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    views = to_kernel_view(q, layout), to_kernel_view(k, layout), to_kernel_view(v, layout)
+    # With V, a problem's first call may tune the forward's plan on the inputs.
+    plan = torch_ops.plan_of(views[0], views[1], causal=causal, sm_scale=sm_scale,
+                             smooth_k=smooth_k, smooth_q=smooth_q, scales=scales, v=views[2])
     out = _new_output(q)
-    _, lse, saved = torch_ops.run_forward(plan, to_kernel_view(q, layout),
-                                          to_kernel_view(k, layout), to_kernel_view(v, layout),
-                                          out=to_kernel_view(out, layout))
+    _, lse, saved = torch_ops.run_forward(plan, *views, out=to_kernel_view(out, layout))
     return out, lse, saved
 
 

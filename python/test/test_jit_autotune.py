@@ -20,7 +20,7 @@ import sage
 import sage.language as sl
 from sage.jit import ArgumentError, AutotuneError, Autotuner, Config
 from sage.jit.autotune import do_bench
-from sage.jit.autotune_cache import FOLDER, WinnerCache
+from sage.jit.autotune_cache import FOLDER, WinnerCache, kernel_identity
 from sage.jit.cache import FileCache
 from sage.jit.knobs import knobs
 
@@ -178,6 +178,20 @@ def test_autotune_wraps_jit_kernels_and_plain_functions():
     with pytest.raises(TypeError, match=r"launch it with column_sums\[grid\]"):
         tuned(1, 2)
     assert repr(tuned) == "<sage.autotune kernel column_sums, 3 configs>"
+
+
+def test_kernel_identity_hashes_the_source_and_the_helpers():
+    import hashlib
+    import inspect
+
+    plain = kernel_identity(column_sums, "column_sums")
+    assert plain == {"name": "column_sums",
+                     "source": hashlib.sha256(inspect.getsource(column_sums).encode()).hexdigest()}
+    helped = kernel_identity(column_sums, "column_sums", helpers=(scale_in_place,))
+    assert helped["source"] != plain["source"] and helped["name"] == "column_sums"
+    assert kernel_identity(column_sums, "column_sums", helpers=(scale_in_place,)) == helped
+    module = kernel_identity(column_sums, "column_sums", helpers=(sys.modules[__name__],))
+    assert module["source"] not in (plain["source"], helped["source"])
 
 
 def test_tuning_key_is_the_key_values_and_the_dtypes():

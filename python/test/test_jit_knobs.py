@@ -39,6 +39,7 @@ def compile_once(**kwargs):
     ("SAGE_CUBIN", "sometimes", "expected one of 1, 0"),
     ("SAGE_AUTOTUNE_CACHE", "never", "expected one of 1, 0, true"),
     ("SAGE_PRINT_AUTOTUNING", "loud", "expected one of 1, 0, true"),
+    ("SAGE_TUNE_ATTENTION", "auto", "expected one of 1, 0, true"),
 ])
 def test_bad_values_are_errors_naming_the_variable(monkeypatch, env, value, message):
     monkeypatch.setenv(env, value)
@@ -71,9 +72,12 @@ def test_default_cache_dir_follows_xdg(monkeypatch, tmp_path):
 
 def test_autotune_knobs_default_to_a_silent_disk_cache(monkeypatch):
     assert knobs.autotune_cache.get() is True and knobs.print_autotuning.get() is False
+    assert knobs.tune_attention.get() is True
     monkeypatch.setenv("SAGE_AUTOTUNE_CACHE", "off")
     monkeypatch.setenv("SAGE_PRINT_AUTOTUNING", "on")
+    monkeypatch.setenv("SAGE_TUNE_ATTENTION", "0")
     assert knobs.autotune_cache.get() is False and knobs.print_autotuning.get() is True
+    assert knobs.tune_attention.get() is False
     assert knobs.output_environment() == (), "they change no compiled output"
 
 

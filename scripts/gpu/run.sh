@@ -14,6 +14,9 @@
 #               SAGE_SPEED_ARGS, e.g. --passes fwd --providers sage,cudnn)
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN;
 #               extra arguments in SAGE_TILES_ARGS, e.g. --d 128 --causal no --plans default)
+#     tune      bench/tune_attention.py (the SageBwd forward's plan tuned at the issue's shapes:
+#               each candidate's kernel time, the winners, the forward at the default and tuned
+#               plans; extra arguments in SAGE_TUNE_ARGS, e.g. --quick --cases d128-n4096-full)
 #     gemm      bench/gemm_speed.py (issue #11: sage INT8 / bf16 GEMMs vs torch._int_mm, Triton
 #               INT8 and cuBLAS bf16; extra arguments in SAGE_GEMM_ARGS, e.g. --sage-tiles)
 #     flash     bench/flash_speed.py (issue #11: the sage bf16 FlashAttention forward vs cuDNN
@@ -101,6 +104,10 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" \
         ${SAGE_TILES_ARGS:-} 2>&1 ;;
+    tune)
+      # shellcheck disable=SC2086
+      python3 bench/tune_attention.py "$OUT/tune_attention.json" "$OUT/tune_attention.md" \
+        ${SAGE_TUNE_ARGS:-} 2>&1 ;;
     gemm)
       # shellcheck disable=SC2086
       python3 bench/gemm_speed.py "$OUT/gemm_speed.json" "$OUT/gemm_speed.md" \

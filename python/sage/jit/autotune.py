@@ -28,8 +28,8 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from sage.compiler.library import CompilationError
-from sage.jit.autotune_cache import (Record, WinnerCache, compiler_identity, device_identity,
-                                     entry_key, kernel_identity)
+from sage.jit.autotune_cache import (Record, compiler_identity, device_identity, entry_key,
+                                     kernel_identity, recorded_or_benchmarked)
 from sage.jit.function import JITFunction, jit
 from sage.jit.knobs import knobs
 from sage.jit.launcher import current_device
@@ -294,7 +294,7 @@ def key_value(value: Any) -> Any:
     return value
 
 
-def _failure_types(interpreting: bool) -> tuple[type[BaseException], ...]:
+def failure_types(interpreting: bool) -> tuple[type[BaseException], ...]:
     """What a config that cannot run raises, to be skipped: a compile error
     (the trace, the compiler, ptxas), and on the GPU a driver error (e.g. more
     shared memory than the device has)."""
@@ -302,6 +302,56 @@ def _failure_types(interpreting: bool) -> tuple[type[BaseException], ...]:
         return (CompilationError,)
     from sage.compiler.binding import load_binding
     return CompilationError, load_binding().CudaError
+
+
+def benchmark_configs(name: str, key: tuple, configs: Sequence[Any],
+                      time_config: Callable[[Any], float],
+                      failures_of: tuple[type[BaseException], ...]) -> Record:
+    """Times every config with ``time_config(config) -> ms``; a config that
+    raises one of ``failures_of`` is skipped, its message kept. The record's
+    winner is the fastest (the first of equals).
+
+    Raises:
+        AutotuneError: when every config failed, naming each failure (the
+            kernel ``name`` and the ``key`` head the message).
+    """
+    timings: list[float | None] = []
+    failures: dict[int, str] = {}
+    for index, config in enumerate(configs):
+        try:
+            timings.append(time_config(config))
+        except failures_of as error:
+            timings.append(None)
+            failures[index] = f"{type(error).__name__}: {error}"
+    ran = [index for index, ms in enumerate(timings) if ms is not None]
+    if not ran:
+        raise AutotuneError(f"autotune {name}: every config failed for key {key!r}:\n"
+                            + "\n".join(f"  {configs[index]!r}: {message}"
+                                        for index, message in failures.items()))
+    return Record(best=min(ran, key=timings.__getitem__), timings=timings, failures=failures)
+
+
+def record_by_config(configs: Sequence[Any], record: Record
+                     ) -> tuple[dict[Any, float], dict[Any, str]]:
+    """A record's times ({config: ms}, ``inf`` for a config that failed) and
+    failures ({config: message}), by config."""
+    timings = {config: math.inf if ms is None else ms
+               for config, ms in zip(configs, record.timings)}
+    return timings, {configs[index]: message for index, message in record.failures.items()}
+
+
+def report_choice(name: str, key: Any, chosen: Any, how: str, timings: Mapping[Any, float],
+                  failures: Mapping[Any, str]) -> None:
+    """Prints to stderr, when SAGE_PRINT_AUTOTUNING is on, the choice of
+    ``chosen`` for ``key`` (``how``: timed, from which entry, untimed) and
+    every config's time (ms) or failure."""
+    if not knobs.print_autotuning.get():
+        return
+    lines = [f"sage: autotune {name} key={key!r}: {chosen!r} ({how})"]
+    for each, ms in timings.items():
+        failure = failures.get(each)
+        lines.append(f"  {each!r}: " + (f"failed: {failure}" if failure else f"{ms:.4f} ms"))
+    print("\n".join(lines), file=sys.stderr)
 
 
 # -- the autotuner -------------------------------------------------------------
@@ -478,53 +528,31 @@ class Autotuner:
             return configs[0]
         device = None if interpreting else \
             self.fn.bind(args, {**kwargs, **configs[0].all_kwargs()}).device
-        store = WinnerCache() if knobs.autotune_cache.get() else None
-        if store is not None:
-            entry = entry_key(self.identity, configs, key, device_identity(device),
-                              compiler_identity(interpreting))
-            record = store.get(entry, configs)
-            if record is not None:
-                self._remember(configs, record)
-                self._report(key, configs[record.best], f"from {store.path(entry)}")
-                return configs[record.best]
-        record = self._benchmark(grid, args, kwargs, named, configs, device, key)
-        if store is not None:
-            path = store.put(entry, configs, record,
-                             {"kernel": self.fn.name, "key": [repr(value) for value in key]})
-            self._report(key, configs[record.best],
-                         f"benchmarked in {self.bench_time:.2f} s, written to {path}")
-        else:
-            self._report(key, configs[record.best], f"benchmarked in {self.bench_time:.2f} s")
+        record, how = recorded_or_benchmarked(
+            configs, lambda: entry_key(self.identity, configs, key, device_identity(device),
+                                       compiler_identity(interpreting)),
+            lambda: self._benchmark(grid, args, kwargs, named, configs, device, key),
+            {"kernel": self.fn.name, "key": [repr(value) for value in key]})
+        self._remember(configs, record)
+        self._report(key, configs[record.best], how)
         return configs[record.best]
 
     def _benchmark(self, grid: Any, args: tuple, kwargs: dict[str, Any],
                    named: dict[str, Any], configs: list[Config], device: int | None,
                    key: tuple) -> Record:
         preserved = _Preserved(named, self.reset_to_zero, self.restore_value)
-        failure_types = _failure_types(device is None)
-        timings: list[float | None] = []
-        failures: dict[int, str] = {}
+
+        def time_config(config: Config) -> float:
+            launch = functools.partial(self.fn.run, grid, *args, **kwargs,
+                                       **config.all_kwargs())
+            return self._time(launch, preserved.reset, device)
         start = time.perf_counter()
         try:
-            for index, config in enumerate(configs):
-                launch = functools.partial(self.fn.run, grid, *args, **kwargs,
-                                           **config.all_kwargs())
-                try:
-                    timings.append(self._time(launch, preserved.reset, device))
-                except failure_types as error:
-                    timings.append(None)
-                    failures[index] = f"{type(error).__name__}: {error}"
+            record = benchmark_configs(self.fn.name, key, configs, time_config,
+                                       failure_types(device is None))
         finally:
             preserved.reset()
             self.bench_time = time.perf_counter() - start
-        ran = [index for index, ms in enumerate(timings) if ms is not None]
-        if not ran:
-            raise AutotuneError(f"autotune {self.fn.name}: every config failed for key "
-                                f"{key!r}:\n" + "\n".join(
-                                    f"  {configs[index]!r}: {message}"
-                                    for index, message in failures.items()))
-        record = Record(best=min(ran, key=timings.__getitem__), timings=timings,
-                        failures=failures)
         self._remember(configs, record)
         return record
 
@@ -541,18 +569,10 @@ class Autotuner:
         return float(ms[0] if isinstance(ms, (list, tuple)) else ms)
 
     def _remember(self, configs: list[Config], record: Record) -> None:
-        self.configs_timings = {config: math.inf if ms is None else ms
-                                for config, ms in zip(configs, record.timings)}
-        self.failures = {configs[index]: message for index, message in record.failures.items()}
+        self.configs_timings, self.failures = record_by_config(configs, record)
 
     def _report(self, key: tuple, config: Config, how: str) -> None:
-        if not knobs.print_autotuning.get():
-            return
-        lines = [f"sage: autotune {self.fn.name} key={key!r}: {config!r} ({how})"]
-        for each, ms in self.configs_timings.items():
-            failure = self.failures.get(each)
-            lines.append(f"  {each!r}: " + (f"failed: {failure}" if failure else f"{ms:.4f} ms"))
-        print("\n".join(lines), file=sys.stderr)
+        report_choice(self.fn.name, key, config, how, self.configs_timings, self.failures)
 
 
 def _pruning(prune_configs_by: Callable | Mapping[str, Any] | None

@@ -4,7 +4,8 @@ An entry lives in a :class:`~sage.jit.cache.FileCache` under
 ``<SAGE_CACHE_DIR>/autotune`` (atomic writes, checksummed: a damaged entry
 is a miss). Its key is a SHA-256 over everything a winner depends on:
 
-- the kernel: its name and a hash of its source;
+- the kernel: its name and a hash of its source (and of the helpers' sources
+  a tuner names: :func:`kernel_identity`);
 - the config space: ``repr`` of every config benchmarked, in order (its
   kwargs and the launch options it sets: ``num_warps``, ``maxnreg``,
   ``num_stages``);
@@ -19,6 +20,9 @@ is a miss). Its key is a SHA-256 over everything a winner depends on:
 The entry holds the index of the winner in the config space, every config's
 time and every failure. An entry whose contents do not match the config
 space it was looked up with is ignored (and replaced by the next tuning).
+:func:`recorded_or_benchmarked` is the read-else-benchmark-and-write step
+that ``@sage.autotune`` and the SageBwd forward's plan tuner
+(:mod:`sage.kernels.sagebwd.tuning`) share.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import inspect
 import json
 import marshal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -55,14 +60,23 @@ class Record:
     failures: dict[int, str] = field(default_factory=dict)
 
 
-def kernel_identity(fn: Callable, name: str) -> dict[str, str]:
-    """The kernel's name and a hash of its source (of its code object when
-    the source cannot be read, as for a function made by ``exec``)."""
+def _source(code: Any) -> bytes:
+    """The source of a function or module (a function's code object when the
+    source cannot be read, as for a function made by ``exec``)."""
     try:
-        source = inspect.getsource(fn).encode()
+        return inspect.getsource(code).encode()
     except (OSError, TypeError):
-        source = marshal.dumps(fn.__code__)
-    return {"name": name, "source": hashlib.sha256(source).hexdigest()}
+        return marshal.dumps(code.__code__)
+
+
+def kernel_identity(fn: Callable, name: str, helpers: Sequence[Any] = ()) -> dict[str, str]:
+    """The kernel's name and a hash of its source, and of the sources of
+    ``helpers`` (modules or functions it calls whose changes should tune it
+    again; none: the hash of ``fn``'s source alone)."""
+    digest = hashlib.sha256(_source(fn))
+    for helper in helpers:
+        digest.update(_source(helper))
+    return {"name": name, "source": digest.hexdigest()}
 
 
 def _device_name(device: int) -> str:
@@ -143,3 +157,32 @@ class WinnerCache:
                  "best": record.best, "timings": record.timings,
                  "failures": {str(i): message for i, message in record.failures.items()}}
         return self.files.put(key, {_BLOB: json.dumps(entry, indent=1).encode()})
+
+
+def recorded_or_benchmarked(configs: Sequence[Any], entry: Callable[[], str],
+                            benchmark: Callable[[], Record] | None,
+                            description: dict[str, Any]) -> tuple[Record, str] | None:
+    """A tuning's record and how it was had: the disk cache's entry for
+    ``configs`` under the key ``entry()`` (when SAGE_AUTOTUNE_CACHE is on),
+    else ``benchmark()``'s, written there when the cache is on
+    (``description``: kept in the entry for people reading it).
+
+    Returns:
+        (record, how): how is ``from PATH`` or ``benchmarked in S s`` (with
+        ``, written to PATH``); None when there is no entry to read and no
+        ``benchmark`` (timing is impossible where it is asked).
+    """
+    store = WinnerCache() if knobs.autotune_cache.get() else None
+    key = entry() if store is not None else ""
+    if store is not None:
+        record = store.get(key, configs)
+        if record is not None:
+            return record, f"from {store.path(key)}"
+    if benchmark is None:
+        return None
+    start = time.perf_counter()
+    record = benchmark()
+    how = f"benchmarked in {time.perf_counter() - start:.2f} s"
+    if store is not None:
+        how += f", written to {store.put(key, configs, record, description)}"
+    return record, how

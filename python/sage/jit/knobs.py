@@ -133,6 +133,10 @@ class Knobs:
     print_autotuning = Knob("SAGE_PRINT_AUTOTUNING", parse_bool, lambda: False,
                             "Print to stderr how each autotuned kernel chose its config "
                             "for a new key: every config's time or failure, the winner.")
+    tune_attention = Knob("SAGE_TUNE_ATTENTION", parse_bool, lambda: True,
+                          "Choose the SageBwd forward's plan per problem by timing its "
+                          "candidates on the problem's first call (0: always the default "
+                          "plan). Read when a problem's plan is first made.")
     cubin = Knob("SAGE_CUBIN", parse_cubin, lambda: "auto",
                  "Assemble a cubin with ptxas: auto (when ptxas is found), 1 "
                  "(required) or 0 (load PTX; the driver compiles it).",

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 import torch
@@ -30,9 +31,11 @@ import torch
 from sage.attention_checks import AttentionProblem, TensorInfo, check_attention_args
 from sage.jit import jit
 from sage.jit.function import Launcher
+from sage.jit.knobs import KnobError, knobs
 from sage.jit.launcher import grid_dims
-from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
-                                         Strides, Tiles, backward_buffers, constexprs,
+from sage.kernels.sagebwd import tuning
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, ForwardTiles,
+                                         Shape, Strides, Tiles, backward_buffers, constexprs,
                                          default_tiles, direct_kv, forward_buffers,
                                          forward_sequence, grids, runtime_args,
                                          runtime_params, scalar_args, stride_args,
@@ -196,27 +199,31 @@ def _per_plan(cache: dict, plan: Plan, key: tuple, make: Callable[[], Any]) -> A
 _LAUNCHES: dict[tuple, tuple[Plan, tuple[_Launch, ...]]] = {}
 
 
+def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
+                   direct: bool) -> tuple[_Launch, ...]:
+    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``."""
+    flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
+    all_grids = grids(plan.shape, plan.tiles, **flags)
+    launches = []
+    for name in sequence:
+        kwargs = dict(plan.tiles.options(name, **flags),
+                      **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
+                                   smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
+                                   fine_scales=plan.fine, store_p_ds=store_p_ds,
+                                   direct_kv=direct))
+        grid = grid_dims(all_grids[name], {})  # three sizes: launches take it as it is
+        params = runtime_params(name)
+        getter = operator.itemgetter(*params) if len(params) > 1 \
+            else (lambda values, param=params[0]: (values[param],))
+        launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid, getter))
+    return tuple(launches)
+
+
 def _launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
               direct: bool) -> tuple[_Launch, ...]:
-    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``."""
-    def make() -> tuple[_Launch, ...]:
-        flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
-        all_grids = grids(plan.shape, plan.tiles, **flags)
-        launches = []
-        for name in sequence:
-            kwargs = dict(plan.tiles.options(name, **flags),
-                          **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
-                                       smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
-                                       fine_scales=plan.fine, store_p_ds=store_p_ds,
-                                       direct_kv=direct))
-            grid = grid_dims(all_grids[name], {})  # three sizes: launches take it as it is
-            params = runtime_params(name)
-            getter = operator.itemgetter(*params) if len(params) > 1 \
-                else (lambda values, param=params[0]: (values[param],))
-            launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid,
-                                    getter))
-        return tuple(launches)
-    return _per_plan(_LAUNCHES, plan, (sequence, store_p_ds, direct), make)
+    """:func:`_make_launches`, kept per plan."""
+    return _per_plan(_LAUNCHES, plan, (sequence, store_p_ds, direct),
+                     lambda: _make_launches(sequence, plan, store_p_ds, direct))
 
 
 def _launch(sequence: tuple[str, ...], plan: Plan, values: Mapping[str, Any],
@@ -332,7 +339,9 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
         sm_scale: softmax scale (default 1/sqrt(D)).
         out: a (B, H, N, D) tensor of q's dtype (any strides, unit last
             stride) to write O into; default a new contiguous tensor.
-        tiles: block sizes and warps (default :func:`launch.default_tiles`).
+        tiles: block sizes, warps and the forward's plan (default
+            :func:`launch.default_tiles` with the forward's plan chosen by
+            :mod:`tuning` on a problem's first call: ``plan_of``).
         scales: quantization granularity, "fine" or "block" (docs/sagebwd.md).
 
     Returns:
@@ -345,7 +354,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool =
     problem = check_tensors(q, k, v, causal=causal, sm_scale=sm_scale, smooth_k=smooth_k,
                             smooth_q=smooth_q, layout="bhsd", scales=scales)
     plan = plan_of(q, k, causal=causal, sm_scale=problem.sm_scale, smooth_k=smooth_k,
-                   smooth_q=smooth_q, scales=scales, tiles=tiles)
+                   smooth_q=smooth_q, scales=scales, tiles=tiles, v=v)
     return run_forward(plan, q, k, v, out)
 
 
@@ -353,11 +362,20 @@ _PLANS: dict[tuple, Plan] = {}
 
 
 def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
-            smooth_k: bool, smooth_q: bool, scales: str, tiles: Tiles | None = None) -> Plan:
+            smooth_k: bool, smooth_q: bool, scales: str, tiles: Tiles | None = None,
+            v: torch.Tensor | None = None) -> Plan:
     """The :class:`Plan` of checked (B, H, N, D) / (B, Hkv, Nkv, D) views (sizes
     may be symbolic: the fake implementations of the ``sage::`` ops use it).
     One object per key (sizes, dtype, arguments): what is derived from a plan
-    is kept by it."""
+    is kept by it.
+
+    Without ``tiles`` the forward's plan is the tuner's (:func:`_tuned`), asked
+    when a key's plan is first made: where ``v`` is given and timing is
+    possible, a problem met for the first time is tuned on ``q, k, v`` (a
+    one-time pause), and every later call reuses the plan at no cost. A plan
+    that a later call could still tune (made under capture or tracing, with
+    no winner known) is not kept.
+    """
     key = (q.shape, k.shape[1], k.shape[2], q.dtype, causal, sm_scale, smooth_k, smooth_q,
            scales, tiles, type(causal), type(sm_scale), type(smooth_k), type(smooth_q))
     try:
@@ -369,9 +387,93 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
         shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
         plan = Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal),
                     causal, sm_scale, smooth_k, smooth_q, q.dtype, scales)
-        if key is not None:
+        final = True
+        if tiles is None:
+            plan, final = _tuned(plan, q, k, v)
+        if key is not None and final:
             _remember(_PLANS, key, plan)
     return plan
+
+
+def _tuned(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None
+           ) -> tuple[Plan, bool]:
+    """``plan`` (the default tiles) with the forward's plan from
+    :data:`tuning.TUNER`, and whether it is final (``plan_of`` may keep it
+    for its key). Nothing is tuned with SAGE_TUNE_ATTENTION=0, nor where
+    :func:`tuning.situation` says timing is impossible (there a winner in
+    memory or on disk is taken, else the default, not final). An error while
+    choosing leaves the default plan, with a warning, for the rest of the
+    process; nothing of it is stored as a winner.
+
+    Raises:
+        KnobError: for a bad value of a knob the tuner reads.
+    """
+    if not knobs.tune_attention.get():
+        return plan, True
+    where = tuning.situation(q, k, v)
+    if where is tuning.Situation.NEVER:
+        return plan, True
+    problem = tuning.problem_of(plan.shape, causal=plan.causal, scales=plan.scales,
+                                smooth_q=plan.smooth_q, smooth_k=plan.smooth_k,
+                                dtype=_DTYPE_NAMES.get(plan.dtype, str(plan.dtype)))
+    device = q.get_device()
+    try:
+        if where is tuning.Situation.REMEMBERED:
+            chosen = tuning.TUNER.remembered(problem, device)
+        else:
+            measure = (lambda: _forward_timer(plan, q, k, v)) \
+                if where is tuning.Situation.TIME else None
+            chosen = tuning.TUNER.choose(problem, device, measure)
+    except KnobError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the call goes on with the default plan
+        warnings.warn(f"sage: choosing the SageBwd forward's plan for {problem} failed "
+                      f"({type(error).__name__}: {error}); the default plan runs it in this "
+                      "process", RuntimeWarning, stacklevel=3)
+        return plan, True
+    if chosen is None:
+        return plan, False
+    if chosen == plan.tiles.forward_tiles(plan.fine, plan.smooth_q):
+        return plan, True
+    return _with_forward(plan, chosen), True
+
+
+def _with_forward(plan: Plan, forward_plan: ForwardTiles) -> Plan:
+    """``plan`` with another forward plan (the pre-pass and backward tiles kept)."""
+    return replace(plan, tiles=replace(plan.tiles, forward=forward_plan))
+
+
+def _forward_timer(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+                   ) -> Callable[[ForwardTiles], float]:
+    """Runs ``plan``'s pre-pass on ``q, k, v`` once, into buffers of its own,
+    and returns the timer (ms, :func:`tuning.time_launch`) of the forward
+    kernel's launch at a candidate plan on them: the pre-pass is the same
+    for every candidate, whose blocks its scales do not depend on."""
+    q, k, v = unit_last_stride(q), unit_last_stride(k), unit_last_stride(v)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    values, _ = _forward_values(plan, q, k, v, o, q.device)
+    sequence = forward_sequence(plan.smooth_k, plan.fine)
+    _launch(sequence[:-1], plan, values, q.device)
+    device = q.get_device()
+
+    def time_candidate(candidate: ForwardTiles) -> float:
+        (launch,) = _make_launches(sequence[-1:], _with_forward(plan, candidate), False, False)
+        args = launch.arguments(values)
+        return tuning.time_launch(lambda: launch.launcher.launch(launch.grid, args), device)
+    return time_candidate
+
+
+def _forward_values(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    o: torch.Tensor, device: torch.device
+                    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The mapping of every value the forward's kernels read (the token
+    tensors, their strides, the scalars, new buffers of ``plan``), and those
+    buffers."""
+    buffers = _allocate(_plan_buffers(plan, lambda: forward_buffers(
+        plan.shape, plan.tiles, plan.smooth_q, plan.fine), "forward"), device)
+    values = _scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
+    values.update(buffers)
+    return values, buffers
 
 
 def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -383,10 +485,7 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if o.shape != q.shape or o.dtype != q.dtype or o.device != device:
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {device}, "
                          f"got {tuple(o.shape)} {o.dtype} on {o.device}")
-    buffers = _allocate(_plan_buffers(plan, lambda: forward_buffers(
-        plan.shape, plan.tiles, plan.smooth_q, plan.fine), "forward"), device)
-    values = _scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
-    values.update(buffers)
+    values, buffers = _forward_values(plan, q, k, v, o, device)
     _launch(forward_sequence(plan.smooth_k, plan.fine), plan, values, device)
     saved = Saved(plan, v=v, o=o,
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
