@@ -45,7 +45,8 @@ def plan_label(plan: ForwardTiles) -> str:
     """A plan in a few words: ``64x128 w4 r168 s2 in-order tma`` (rows x keys,
     warps, register cap, stages, the loop's order, then the options it sets)."""
     options = [name for name, on in (("tma", plan.tma_store), ("producer", plan.warp_specialize),
-                                     ("ping-pong", plan.ping_pong)) if on]
+                                     ("ping-pong", plan.ping_pong),
+                                     ("persistent", plan.persistent)) if on]
     return " ".join([f"{plan.block_m}x{plan.block_n}", f"w{plan.num_warps}",
                      f"r{plan.maxnreg or '-'}", f"s{plan.stages}",
                      "skewed" if plan.skewed else "in-order", *options])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from sage.kernels.sagebwd import interpreted
-from sage.kernels.sagebwd.launch import token_scales
+from sage.kernels.sagebwd.launch import ForwardTiles, Shape, Tiles, grids, token_scales
 from sage.reference import to_bf16
 from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, attention_reference,
                                     emulate_backward, emulate_forward, relative_l2)
@@ -108,6 +108,37 @@ def test_key_blocks_far_below_the_running_max(scales, big_keys):
     assert np.isfinite(o).all() and np.isfinite(lse).all()
     assert relative_l2(o, fwd.o) <= TOLERANCE and relative_l2(lse, fwd.lse) <= TOLERANCE
     assert relative_l2(o, exact) <= 0.02
+
+
+@pytest.mark.parametrize("name", ["forward_keys_128_causal_tails", "gqa_tails_f16",
+                                  "causal_block_m_128"])
+def test_the_persistent_forward_gives_the_same_o_and_lse(name):
+    """A persistent plan (two programs in the interpreter, each walking
+    several tiles, longest first when causal) runs each tile as one program
+    of the grid plan does: O and LSE are equal bit for bit."""
+    case = CASES[name]
+    q, k, v, _ = _inputs(case)
+    cfg = _config(case)
+    o, lse, _ = interpreted.forward(q, k, v, cfg, case[6])
+    o_p, lse_p, saved = interpreted.forward(q, k, v, cfg, case[6], persistent=True)
+    assert saved.tiles.forward.persistent
+    np.testing.assert_array_equal(o_p, o)
+    np.testing.assert_array_equal(lse_p, lse)
+
+
+def test_a_persistent_grid_holds_what_the_multiprocessors_do():
+    tiles = Tiles(64, 64, forward=ForwardTiles(64, 4, maxnreg=168, block_n=128,
+                                               persistent=True))
+    shape = Shape(4, 32, 32, 4096, 4096, 128)
+    assert tiles.forward.programs_per_sm() == 3  # 65536 registers / (128 x 168)
+    assert grids(shape, tiles, fine_scales=True, smooth_q=False,
+                 sms=132)["sagebwd_forward"] == (396,)
+    # Fewer tiles than slots: one program a tile.
+    small = Shape(1, 2, 2, 100, 100, 128)
+    assert grids(small, tiles, fine_scales=True, smooth_q=False,
+                 sms=132)["sagebwd_forward"] == (4,)
+    with pytest.raises(ValueError, match="needs the multiprocessors"):
+        grids(shape, tiles, fine_scales=True, smooth_q=False)
 
 
 def test_prepass_quantization_is_bit_exact():

@@ -160,6 +160,8 @@ def test_candidates_keep_block_n_and_fit_the_tiles(d, causal, fine, smooth_q):
     # Causal, the query block changes the rounding (the rows' fully masked
     # key blocks): it stays the default's.
     assert rows == ({64, 128} if fine and not smooth_q and not causal else {64})
+    # Causal, the default also walks the tiles from a persistent grid.
+    assert (replace(default, persistent=True) in plans) == causal
 
 
 def test_the_d128_candidates_are_the_measured_plans():

@@ -21,7 +21,8 @@ key blocks of its kv head, in the FlashAttention forward's structure
 * O is written by the copy engine with ``TMA_STORE``.
 
 Grid: (ceil(N / BLOCK_M), H, B); causal programs take the longest query
-blocks first.
+blocks first. With ``PERSISTENT``, (P,): each program walks every P-th tile,
+block-major from the longest when causal.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
                     SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False,
                     GROUP: sl.constexpr = 1, STAGES: sl.constexpr = 2,
                     WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
-                    TMA_STORE: sl.constexpr = False, SKEWED: sl.constexpr = True):
+                    TMA_STORE: sl.constexpr = False, SKEWED: sl.constexpr = True,
+                    PERSISTENT: sl.constexpr = False):
     """O and LSE of one block of BLOCK_M query rows.
 
     q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
@@ -62,167 +64,184 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     is split in two, the first part mask-free.
     """
     blocks = cdiv(N, BLOCK_M)
-    block = sl.program_id(0)
-    if CAUSAL:
+
+    def tile(block, head, batch):
+        """O and LSE of query block ``block`` of (``head``, ``batch``)."""
+        kv_head = kv_head_of(head, GROUP)
+        bh = batch * H + head
+        kv = batch * H_KV + kv_head
+        row = block * BLOCK_M
+        nkv_blocks = cdiv(N_KV, BLOCK_N)
+
+        def tokens(x, h, heads, at, count, BLOCK):
+            """The ``BLOCK x D`` INT8 tile at token ``at`` of (``batch``, ``h``) of
+            a contiguous (B * heads, count, D) tensor, seen as (B, heads, count,
+            D); 0 past ``count``."""
+            return sl.load(x, (BLOCK, D), (batch, h, at, 0),
+                           (heads.to(sl.int64) * count * D, count * D, D, 1),
+                           (BATCH, heads, count, D))
+
+        qt = tokens(q_q, head, H, row, N, BLOCK_M)
+        # Per token, Q's scales are read over their padded row (0 past N).
+        sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
+        qbar = load_vector(q_mean, bh * blocks + block, D) if SMOOTH_Q else None
+        one = sl.full((1, 1), 1.0, sl.float32)
+        # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
+        ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)
+        # S = row_scale * T: Q's scale, a positive factor per row, is applied in
+        # the softmax (the row max of T scaled once per row, each exponent one
+        # FMA) instead of once per element. A zero scale (a zero Q row, the
+        # rows past N) becomes the smallest normal: its logits stay 0 in effect
+        # and a masked -inf stays -inf (0 * -inf would be NaN). Q-smoothing adds
+        # a per-column term to S: there T is S itself.
+        row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
+
+        def scores(col, MASKED: bool):
+            """T of the key block at ``col`` (f32, in flight until used)."""
+            kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
+            # The K scales' rows are padded to 16 tokens: whole pairs load as one
+            # access. Every key of an unmasked block exists: there the view ends
+            # with the block, so one bounds check serves the whole tile.
+            sk = load_scale(k_scale, kv, col // BLOCK_N, col, padded_tokens(N_KV), BLOCK_N,
+                            FINE_SCALES, end=None if MASKED else col + BLOCK_N)
+            if SMOOTH_Q:
+                return (sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
+                        + smoothing_bias(qbar, kt, sk, FINE_SCALES))
+            return sl.qmatmul(qt, one, kt, sk, contract=(1, 1))
+
+        def probabilities(t, col, m, unit, l, MASKED: bool):
+            """The online softmax of one key block (exp2; S = row_scale * T) and
+            P~ quantized per token, in the block's units: P^, the new running
+            max, units and row sum, and the factor that rescales O and l to the
+            new units (docs/sagebwd.md, "Units").
+
+            P~ per token has scale p_max / Q (Q = 255 unsigned, else 127), p_max
+            = 2^(block max - running max): P^ = rint(Q * 2^(S - block max))
+            depends on the block's own max only. O and l are kept in units of
+            2^unit (unit = the block's max, floored UNIT_RANGE below the running
+            max), so P^ V^ adds to O unscaled (one FMA per element: no multiply
+            by P^'s scale, no division per row), and the factor between two
+            blocks' units is 2^(unit_old - unit_new) <= 2^UNIT_RANGE."""
+            if MASKED and CAUSAL:
+                # Key col+j is visible to query row+i when col+j <= row+i + (N_KV - N):
+                # a 1 x BLOCK_N row against a BLOCK_M x 1 column, one compare and
+                # one select per element. For a query that exists (row+i < N)
+                # this also keeps every key < N_KV; a query past N may see keys
+                # past N_KV, whose K rows and scales load as 0 (finite logits),
+                # and its row is never stored.
+                t = sl.where(col_ids(col, BLOCK_N) <= row_ids(row, BLOCK_M) + (N_KV - N), t,
+                             float("-inf"))
+            elif MASKED:
+                t = t + key_bias(col, N_KV, BLOCK_N)
+            block_max = sl.max(t, 1) * row_scale
+            new_m = sl.maximum(m, block_max)
+            # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
+            new_unit = sl.where(new_m == float("-inf"), 0.0,
+                                sl.maximum(block_max, new_m - UNIT_RANGE))
+            shift = sl.exp2(unit - new_unit)
+            # Q * 2^(S - unit) <= Q: it rounds into [0, Q], no clamp, and the
+            # scale folds into the exponent's constant. With FINE_SCALES P~ >= 0
+            # takes unsigned bytes (Q = 255, twice the resolution;
+            # docs/sagebwd.md), else the papers' [0, 127].
+            scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
+            p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
+            p_q, _ = sl.quantize(p, scheme, scale=ones, saturate=False)
+            return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
+
+        def values(p_q, col):
+            """P^ V^ over the key block at ``col``, in the block's units (with
+            block scales times V^'s block scale), in flight until used. P^ is
+            the A operand from the registers the softmax left it in (V^T's keys
+            are in sigma16 order). Without an accumulator operand the product is
+            waited for where it is first used. V's fine scales, one per channel
+            over all the keys, are applied to O once, after the loop."""
+            vt = sl.load(v_qt, (D, BLOCK_N), (batch, kv_head, 0, col),
+                         (H_KV.to(sl.int64) * D * stride_vtd, D * stride_vtd, stride_vtd, 1),
+                         (BATCH, H_KV, D, stride_vtd))
+            sv = one if FINE_SCALES else load_block_scale(v_scale, kv, col // BLOCK_N, nkv_blocks)
+            return sl.qmatmul(p_q, one, vt, sv, contract=(1, 1), rhs_sigma16=True)
+
+        def trip(col, p_q, m, unit, l, shift, acc, MASKED: bool):
+            """One trip of the skewed loop: S of the block at ``col``, then P^ V^
+            of the block before, then the softmax of ``col``'s block (which waits
+            for the first matmul only), then O moved to the block before's units
+            and P^ V^ added (one FMA per element)."""
+            s = scores(col, MASKED)
+            pv = values(p_q, col - BLOCK_N)
+            p_q, m, unit, l, next_shift = probabilities(s, col, m, unit, l, MASKED)
+            return p_q, m, unit, l, next_shift, sl.fma(acc, shift, pv)
+
+        def in_order(first, last, m, unit, l, acc, MASKED: bool):
+            """The key blocks from ``first`` to ``last``, each in dependency
+            order: S, the softmax, P^ V^ added to O."""
+            for col in sl.range(first, last, BLOCK_N, num_stages=STAGES,
+                                warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
+                p_q, m, unit, l, shift = probabilities(scores(col, MASKED), col, m, unit, l, MASKED)
+                acc = sl.fma(acc, shift, values(p_q, col))
+            return m, unit, l, acc
+
+        # Key blocks before `unmasked` need no mask: every key exists and, when
+        # causal, every query of the block sees every key. The rest (the key
+        # tail, the causal diagonal) are masked. The skewed loop is opened by
+        # block 0, masked (the mask is exact for any block, and Nkv >= 1 makes
+        # it exist), and closed by the last P^ V^.
+        stop = N_KV
+        unmasked = (N_KV // BLOCK_N) * BLOCK_N
+        if CAUSAL:
+            # Bottom-right aligned: query row + i sees keys up to row + i + (N_KV - N).
+            stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
+            unmasked = sl.minimum(((row + (N_KV - N) + 1) // BLOCK_N) * BLOCK_N, unmasked)
+        # The row statistics: running max, units (log2), row sum in those units.
+        m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
+        unit = sl.zeros((BLOCK_M, 1), sl.float32)
+        l = sl.zeros((BLOCK_M, 1), sl.float32)
+        acc = sl.zeros((BLOCK_M, D), sl.float32)
+        if SKEWED:
+            # O starts at 0 (whatever factor, the first block's, multiplies it).
+            p_q, m, unit, l, shift = probabilities(scores(0, True), 0, m, unit, l, True)
+            for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
+                                warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
+                p_q, m, unit, l, shift, acc = trip(col, p_q, m, unit, l, shift, acc, False)
+            for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
+                                       num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
+                                       ping_pong=PING_PONG):
+                p_q, m, unit, l, shift, acc = trip(masked_col, p_q, m, unit, l, shift, acc,
+                                                   True)
+            acc = sl.fma(acc, shift, values(p_q, ((stop - 1) // BLOCK_N) * BLOCK_N))
+        else:
+            # In dependency order: fewer registers (no S beside an in-flight
+            # P^ V^), the overlap left to the other programs on the SM.
+            m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
+            m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
+        # O and l share the units, so O = acc / l; P^ carried a factor Q that l
+        # carries too (LSE takes it out). One division per row, a multiply per
+        # element (a division per element is a reciprocal, its checks and a
+        # slow-path call each).
+        if FINE_SCALES:
+            acc = acc * load_vector(v_scale, kv, D)
+        sl.store(o, (acc * (1.0 / l)).to(o.dtype.element), (batch, head, row, 0),
+                 (stride_ob, stride_oh, stride_on, 1), (BATCH, H, N, D), tma=TMA_STORE)
+        # LSE is (B, H, N) contiguous: strides in i64.
+        qmax = (sl.uint8_per_token if FINE_SCALES else sl.int8_per_token).qmax
+        sl.store(lse, unit + sl.log2(l) - log2(qmax), (batch, head, row, 0),
+                 (H.to(sl.int64) * N, N, 1, 0), (BATCH, H, N, 1))
+
+    if PERSISTENT:
+        # A program per resident slot walks the tiles, P apart (P programs).
+        # Causal, the tiles go block-major from the last query block, whose
+        # rows see the most keys: each program's share starts with its
+        # longest tiles (longest first, as the hardware's own scheduling of
+        # the one-program-per-tile grid does below).
+        tiles = blocks * H * BATCH
+        for t in sl.range(sl.program_id(0), tiles, sl.num_programs(0)):
+            hb = t % (H * BATCH)
+            block = t // (H * BATCH)
+            if CAUSAL:
+                block = blocks - 1 - block
+            tile(block, hb % H, hb // H)
+    elif CAUSAL:
         # The last query blocks see the most keys: start them first, so the
         # short programs fill the last wave instead of the long ones.
-        block = blocks - 1 - block
-    head, batch = sl.program_id(1), sl.program_id(2)
-    kv_head = kv_head_of(head, GROUP)
-    bh = batch * H + head
-    kv = batch * H_KV + kv_head
-    row = block * BLOCK_M
-    nkv_blocks = cdiv(N_KV, BLOCK_N)
-
-    def tokens(x, h, heads, at, count, BLOCK):
-        """The ``BLOCK x D`` INT8 tile at token ``at`` of (``batch``, ``h``) of
-        a contiguous (B * heads, count, D) tensor, seen as (B, heads, count,
-        D); 0 past ``count``."""
-        return sl.load(x, (BLOCK, D), (batch, h, at, 0),
-                       (heads.to(sl.int64) * count * D, count * D, D, 1),
-                       (BATCH, heads, count, D))
-
-    qt = tokens(q_q, head, H, row, N, BLOCK_M)
-    # Per token, Q's scales are read over their padded row (0 past N).
-    sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
-    qbar = load_vector(q_mean, bh * blocks + block, D) if SMOOTH_Q else None
-    one = sl.full((1, 1), 1.0, sl.float32)
-    # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
-    ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)
-    # S = row_scale * T: Q's scale, a positive factor per row, is applied in
-    # the softmax (the row max of T scaled once per row, each exponent one
-    # FMA) instead of once per element. A zero scale (a zero Q row, the
-    # rows past N) becomes the smallest normal: its logits stay 0 in effect
-    # and a masked -inf stays -inf (0 * -inf would be NaN). Q-smoothing adds
-    # a per-column term to S: there T is S itself.
-    row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
-
-    def scores(col, MASKED: bool):
-        """T of the key block at ``col`` (f32, in flight until used)."""
-        kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
-        # The K scales' rows are padded to 16 tokens: whole pairs load as one
-        # access. Every key of an unmasked block exists: there the view ends
-        # with the block, so one bounds check serves the whole tile.
-        sk = load_scale(k_scale, kv, col // BLOCK_N, col, padded_tokens(N_KV), BLOCK_N,
-                        FINE_SCALES, end=None if MASKED else col + BLOCK_N)
-        if SMOOTH_Q:
-            return (sl.qmatmul(qt, sq, kt, sk, contract=(1, 1))
-                    + smoothing_bias(qbar, kt, sk, FINE_SCALES))
-        return sl.qmatmul(qt, one, kt, sk, contract=(1, 1))
-
-    def probabilities(t, col, m, unit, l, MASKED: bool):
-        """The online softmax of one key block (exp2; S = row_scale * T) and
-        P~ quantized per token, in the block's units: P^, the new running
-        max, units and row sum, and the factor that rescales O and l to the
-        new units (docs/sagebwd.md, "Units").
-
-        P~ per token has scale p_max / Q (Q = 255 unsigned, else 127), p_max
-        = 2^(block max - running max): P^ = rint(Q * 2^(S - block max))
-        depends on the block's own max only. O and l are kept in units of
-        2^unit (unit = the block's max, floored UNIT_RANGE below the running
-        max), so P^ V^ adds to O unscaled (one FMA per element: no multiply
-        by P^'s scale, no division per row), and the factor between two
-        blocks' units is 2^(unit_old - unit_new) <= 2^UNIT_RANGE."""
-        if MASKED and CAUSAL:
-            # Key col+j is visible to query row+i when col+j <= row+i + (N_KV - N):
-            # a 1 x BLOCK_N row against a BLOCK_M x 1 column, one compare and
-            # one select per element. For a query that exists (row+i < N)
-            # this also keeps every key < N_KV; a query past N may see keys
-            # past N_KV, whose K rows and scales load as 0 (finite logits),
-            # and its row is never stored.
-            t = sl.where(col_ids(col, BLOCK_N) <= row_ids(row, BLOCK_M) + (N_KV - N), t,
-                         float("-inf"))
-        elif MASKED:
-            t = t + key_bias(col, N_KV, BLOCK_N)
-        block_max = sl.max(t, 1) * row_scale
-        new_m = sl.maximum(m, block_max)
-        # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
-        new_unit = sl.where(new_m == float("-inf"), 0.0,
-                            sl.maximum(block_max, new_m - UNIT_RANGE))
-        shift = sl.exp2(unit - new_unit)
-        # Q * 2^(S - unit) <= Q: it rounds into [0, Q], no clamp, and the
-        # scale folds into the exponent's constant. With FINE_SCALES P~ >= 0
-        # takes unsigned bytes (Q = 255, twice the resolution;
-        # docs/sagebwd.md), else the papers' [0, 127].
-        scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
-        p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
-        p_q, _ = sl.quantize(p, scheme, scale=ones, saturate=False)
-        return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
-
-    def values(p_q, col):
-        """P^ V^ over the key block at ``col``, in the block's units (with
-        block scales times V^'s block scale), in flight until used. P^ is
-        the A operand from the registers the softmax left it in (V^T's keys
-        are in sigma16 order). Without an accumulator operand the product is
-        waited for where it is first used. V's fine scales, one per channel
-        over all the keys, are applied to O once, after the loop."""
-        vt = sl.load(v_qt, (D, BLOCK_N), (batch, kv_head, 0, col),
-                     (H_KV.to(sl.int64) * D * stride_vtd, D * stride_vtd, stride_vtd, 1),
-                     (BATCH, H_KV, D, stride_vtd))
-        sv = one if FINE_SCALES else load_block_scale(v_scale, kv, col // BLOCK_N, nkv_blocks)
-        return sl.qmatmul(p_q, one, vt, sv, contract=(1, 1), rhs_sigma16=True)
-
-    def trip(col, p_q, m, unit, l, shift, acc, MASKED: bool):
-        """One trip of the skewed loop: S of the block at ``col``, then P^ V^
-        of the block before, then the softmax of ``col``'s block (which waits
-        for the first matmul only), then O moved to the block before's units
-        and P^ V^ added (one FMA per element)."""
-        s = scores(col, MASKED)
-        pv = values(p_q, col - BLOCK_N)
-        p_q, m, unit, l, next_shift = probabilities(s, col, m, unit, l, MASKED)
-        return p_q, m, unit, l, next_shift, sl.fma(acc, shift, pv)
-
-    def in_order(first, last, m, unit, l, acc, MASKED: bool):
-        """The key blocks from ``first`` to ``last``, each in dependency
-        order: S, the softmax, P^ V^ added to O."""
-        for col in sl.range(first, last, BLOCK_N, num_stages=STAGES,
-                            warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-            p_q, m, unit, l, shift = probabilities(scores(col, MASKED), col, m, unit, l, MASKED)
-            acc = sl.fma(acc, shift, values(p_q, col))
-        return m, unit, l, acc
-
-    # Key blocks before `unmasked` need no mask: every key exists and, when
-    # causal, every query of the block sees every key. The rest (the key
-    # tail, the causal diagonal) are masked. The skewed loop is opened by
-    # block 0, masked (the mask is exact for any block, and Nkv >= 1 makes
-    # it exist), and closed by the last P^ V^.
-    stop = N_KV
-    unmasked = (N_KV // BLOCK_N) * BLOCK_N
-    if CAUSAL:
-        # Bottom-right aligned: query row + i sees keys up to row + i + (N_KV - N).
-        stop = sl.minimum(row + BLOCK_M + (N_KV - N), N_KV)
-        unmasked = sl.minimum(((row + (N_KV - N) + 1) // BLOCK_N) * BLOCK_N, unmasked)
-    # The row statistics: running max, units (log2), row sum in those units.
-    m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
-    unit = sl.zeros((BLOCK_M, 1), sl.float32)
-    l = sl.zeros((BLOCK_M, 1), sl.float32)
-    acc = sl.zeros((BLOCK_M, D), sl.float32)
-    if SKEWED:
-        # O starts at 0 (whatever factor, the first block's, multiplies it).
-        p_q, m, unit, l, shift = probabilities(scores(0, True), 0, m, unit, l, True)
-        for col in sl.range(BLOCK_N, unmasked, BLOCK_N, num_stages=STAGES,
-                            warp_specialize=WARP_SPECIALIZE, ping_pong=PING_PONG):
-            p_q, m, unit, l, shift, acc = trip(col, p_q, m, unit, l, shift, acc, False)
-        for masked_col in sl.range(sl.maximum(unmasked, BLOCK_N), stop, BLOCK_N,
-                                   num_stages=STAGES, warp_specialize=WARP_SPECIALIZE,
-                                   ping_pong=PING_PONG):
-            p_q, m, unit, l, shift, acc = trip(masked_col, p_q, m, unit, l, shift, acc,
-                                               True)
-        acc = sl.fma(acc, shift, values(p_q, ((stop - 1) // BLOCK_N) * BLOCK_N))
+        tile(blocks - 1 - sl.program_id(0), sl.program_id(1), sl.program_id(2))
     else:
-        # In dependency order: fewer registers (no S beside an in-flight
-        # P^ V^), the overlap left to the other programs on the SM.
-        m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
-        m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
-    # O and l share the units, so O = acc / l; P^ carried a factor Q that l
-    # carries too (LSE takes it out). One division per row, a multiply per
-    # element (a division per element is a reciprocal, its checks and a
-    # slow-path call each).
-    if FINE_SCALES:
-        acc = acc * load_vector(v_scale, kv, D)
-    sl.store(o, (acc * (1.0 / l)).to(o.dtype.element), (batch, head, row, 0),
-             (stride_ob, stride_oh, stride_on, 1), (BATCH, H, N, D), tma=TMA_STORE)
-    # LSE is (B, H, N) contiguous: strides in i64.
-    qmax = (sl.uint8_per_token if FINE_SCALES else sl.int8_per_token).qmax
-    sl.store(lse, unit + sl.log2(l) - log2(qmax), (batch, head, row, 0),
-             (H.to(sl.int64) * N, N, 1, 0), (BATCH, H, N, 1))
+        tile(sl.program_id(0), sl.program_id(1), sl.program_id(2))

@@ -69,7 +69,9 @@ def _allocate(specs: dict[str, BufferSpec]) -> dict[str, np.ndarray]:
 
 def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConfig,
          values: dict, store_p_ds: bool = False) -> None:
-    all_grids = grids(shape, tiles, fine_scales=cfg.fine, smooth_q=cfg.smooth_q)
+    # A persistent plan sized for one multiprocessor: its few programs each
+    # walk several tiles.
+    all_grids = grids(shape, tiles, fine_scales=cfg.fine, smooth_q=cfg.smooth_q, sms=1)
     for name in sequence:
         sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
                      constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
@@ -101,9 +103,11 @@ class Saved:
 
 
 def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
-            dtype: str = "float16", layout: str = "bhsd"
+            dtype: str = "float16", layout: str = "bhsd", persistent: bool = False
             ) -> tuple[np.ndarray, np.ndarray, Saved]:
-    """Pre-pass and forward kernels on (B, H, N, D) / (B, Hkv, Nkv, D) arrays.
+    """Pre-pass and forward kernels on (B, H, N, D) / (B, Hkv, Nkv, D) arrays
+    (``persistent``: the forward's persistent plan, a few programs walking
+    the tiles).
 
     Returns O (B, H, N, D) in ``cfg.out_dtype`` (bf16 as float32 values), LSE
     (B, H, N) f32 (log2 units, smoothed logits) and what the backward needs.
@@ -112,7 +116,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     batch, heads, n, d = q.shape
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
     tiles = Tiles(cfg.block_m, cfg.block_n,
-                  forward=ForwardTiles(cfg.block_m, 4, block_n=cfg.forward_keys))
+                  forward=ForwardTiles(cfg.block_m, 4, block_n=cfg.forward_keys,
+                                       persistent=persistent))
     if cfg.causal and n > shape.n_kv:
         raise ValueError(f"causal needs seq <= seq_kv, got {n} and {shape.n_kv}")
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),

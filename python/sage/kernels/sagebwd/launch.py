@@ -48,6 +48,10 @@ class Shape:
                              f"({self.kv_heads})")
 
 
+#: 32-bit registers of an sm_90 multiprocessor (ForwardTiles.programs_per_sm).
+REGISTERS_PER_SM = 65536
+
+
 @dataclass(frozen=True)
 class ForwardTiles:
     """The forward kernel's own plan: query rows per program (64 per
@@ -56,9 +60,11 @@ class ForwardTiles:
     (``warp_specialize``: it issues the K and V copies; needs ``stages >= 2``
     and no ``maxnreg``), consumer warpgroups that take turns issuing their
     matmuls (``ping_pong``: needs the producer and 8 warps), O written by
-    the copy engine (``tma_store``) and the loop skewed by one key block
+    the copy engine (``tma_store``), the loop skewed by one key block
     (``skewed``: the next S on the tensor cores during the softmax; else in
-    dependency order, with fewer registers)."""
+    dependency order, with fewer registers) and as many programs as the
+    SMs hold walking the tiles, longest first when causal (``persistent``:
+    :meth:`programs_per_sm` a multiprocessor, :func:`grids`)."""
 
     block_m: int
     num_warps: int
@@ -70,6 +76,17 @@ class ForwardTiles:
     ping_pong: bool = False
     tma_store: bool = False
     skewed: bool = True
+    persistent: bool = False
+
+    def programs_per_sm(self) -> int:
+        """The programs of this plan a multiprocessor holds at once, by
+        registers (64K a multiprocessor; ``maxnreg``, else 255, a thread): a
+        persistent grid's programs per SM. A producer's warpgroup moves
+        registers at run time: one program."""
+        if self.warp_specialize:
+            return 1
+        threads = self.num_warps * 32
+        return max(1, REGISTERS_PER_SM // (threads * (self.maxnreg or 255)))
 
     def __post_init__(self) -> None:
         if self.warp_specialize and (self.stages < 2 or self.maxnreg is not None):
@@ -187,19 +204,32 @@ def emulation_blocks(tiles: Tiles, *, fine_scales: bool, smooth_q: bool) -> dict
             "forward_block_n": tiles.forward_tiles(fine_scales, smooth_q).block_n}
 
 
-def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool,
-          smooth_q: bool) -> dict[str, tuple[int, ...]]:
-    """The launch grid of every kernel, by kernel name."""
+def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
+          sms: int = 0) -> dict[str, tuple[int, ...]]:
+    """The launch grid of every kernel, by kernel name; a persistent forward
+    plan's is ``sms`` (the device's multiprocessors) times the programs one
+    holds, or the tiles if fewer.
+
+    Raises:
+        ValueError: a persistent forward plan without ``sms``.
+    """
     b, h, hkv = shape.batch, shape.heads, shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
-    forward_blocks = cdiv(shape.n, tiles.forward_tiles(fine_scales, smooth_q).block_m)
+    plan = tiles.forward_tiles(fine_scales, smooth_q)
+    forward_blocks = cdiv(shape.n, plan.block_m)
+    forward = (forward_blocks, h, b)
+    if plan.persistent:
+        if sms <= 0:
+            raise ValueError("a persistent forward plan's grid needs the multiprocessors "
+                             f"(sms > 0), got {sms}")
+        forward = (min(forward_blocks * h * b, sms * plan.programs_per_sm()),)
     # (blocks, heads, batch): the kernels read head and batch from their own
     # axes (common.program_head), with no integer division.
     return {
         "kv_stats_kernel": (hkv, b),
         "quantize_q_kernel": (nq, h, b),
         "quantize_kv_kernel": (nk, hkv, b),
-        "sagebwd_forward": (forward_blocks, h, b),
+        "sagebwd_forward": forward,
         "sagebwd_backward_prepass": (nq, h, b),
         "sagebwd_backward": (nk, h, b),
     }
@@ -232,7 +262,7 @@ def forward_constexprs(shape: Shape, tiles: Tiles, *, causal: bool, smooth_q: bo
                 SMOOTH_Q=smooth_q, FINE_SCALES=fine_scales,
                 GROUP=shape.heads // shape.kv_heads, STAGES=plan.stages,
                 WARP_SPECIALIZE=plan.warp_specialize, PING_PONG=plan.ping_pong,
-                TMA_STORE=plan.tma_store, SKEWED=plan.skewed)
+                TMA_STORE=plan.tma_store, SKEWED=plan.skewed, PERSISTENT=plan.persistent)
 
 
 def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,

@@ -33,6 +33,7 @@ from sage.jit import jit
 from sage.jit.function import Launcher
 from sage.jit.knobs import KnobError, knobs
 from sage.jit.launcher import grid_dims
+from sage.kernels.device import sm_count
 from sage.kernels.sagebwd import tuning
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, ForwardTiles,
                                          Shape, Strides, Tiles, backward_buffers, constexprs,
@@ -203,7 +204,7 @@ def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
                    direct: bool) -> tuple[_Launch, ...]:
     """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``."""
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
-    all_grids = grids(plan.shape, plan.tiles, **flags)
+    all_grids = grids(plan.shape, plan.tiles, **flags, sms=_persistent_sms(plan))
     launches = []
     for name in sequence:
         kwargs = dict(plan.tiles.options(name, **flags),
@@ -217,6 +218,14 @@ def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
             else (lambda values, param=params[0]: (values[param],))
         launches.append(_Launch(name, JIT_KERNELS[name].launcher(**kwargs), grid, getter))
     return tuple(launches)
+
+
+def _persistent_sms(plan: Plan) -> int:
+    """The multiprocessors a persistent forward plan's grid fills (the current
+    CUDA device's), else 0."""
+    if not plan.tiles.forward_tiles(plan.fine, plan.smooth_q).persistent:
+        return 0
+    return sm_count(torch.cuda.current_device())
 
 
 def _launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,

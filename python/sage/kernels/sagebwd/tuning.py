@@ -72,8 +72,10 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
     consumer warpgroups beside a producer warpgroup, with and without
     ping-pong, where :meth:`Tiles.forward_tiles` lets the forward's query
     block differ from the pre-pass's (fine scales, no Q-smoothing) and the
-    mask is not causal (there the query block changes the rounding). Measured
-    on the H100 in bench/results/2026-11-26-h100-forward-plans*.md.
+    mask is not causal (there the query block changes the rounding); causal,
+    the default made persistent (longest tiles first). Measured on the H100
+    in bench/results/2026-11-26-h100-forward-plans*.md and
+    2026-11-26-h100-tune-attention*.md.
     """
     tiles = default_tiles(d, smooth_q, fine_scales, causal)
     default = tiles.forward_tiles(fine_scales, smooth_q)
@@ -93,6 +95,9 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
                            warp_specialize=True)
         plans += [plan for plan in (producer, replace(producer, ping_pong=True))
                   if _allowed(tiles, plan, fine_scales, smooth_q)]
+    else:
+        # The SMs' worth of programs walking the tiles, longest first.
+        plans.append(replace(default, persistent=True))
     return tuple(dict.fromkeys(plans))  # in order, without repeats
 
 
