@@ -286,9 +286,12 @@ func.func @bulk_scales(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
   %c128 = arith.constant 128 : i32
+  // A start known to be >= 0: the scales' offsets start inside the view.
+  %zero = arith.constant 0 : i32
+  %start = arith.maxsi %lb, %zero : i32
   %z = arith.constant dense<0.0> : tensor<64x128xf32>
   %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
-  %r = scf.for %j = %lb to %ub step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i32 {
+  %r = scf.for %j = %start to %ub step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i32 {
     %jj = arith.extsi %j : i32 to i64
     %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
     %e = arith.addi %j, %c128 : i32

@@ -654,6 +654,13 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.mbarrier_inval %[[BAR]]
 // TMA-NOT: sagegpu.async_copy
 // TMA: return
+// An offset not known to be >= 0 (the loop starts at an argument) may
+// start before the view: cp.async, which zero-fills there.
+// TMA-LABEL: func.func @scales_bulk_unknown_start
+// TMA-NOT: sagegpu.bulk_load
+// TMA: sagegpu.async_copy
+// TMA-NOT: sagegpu.bulk_load
+// TMA: return
 // Shorter vectors stay loads, bulk copy or not (64 keys: 2% slower copied).
 // TMA-LABEL: func.func @short_scales_bulk_loaded
 // TMA-NOT: sagegpu.bulk_load
@@ -724,6 +731,26 @@ func.func @scales_bulk(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   %z = arith.constant dense<0.0> : tensor<64x128xf32>
   %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
   %r = scf.for %j = %c0 to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
+    %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
+    %end = arith.addi %j, %c128 : i64
+    %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>
+    %p = sage.qmatmul %at[%s], %bt[%st] contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<128x128xi8>, tensor<128x1xf32> -> tensor<64x128xf32>
+    %o = arith.addf %acc, %p : tensor<64x128xf32>
+    scf.yield %o : tensor<64x128xf32>
+  }
+  return
+}
+func.func @scales_bulk_unknown_start(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %sk: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                       %n: i64 {sage.divisibility = 16 : i64},
+                       %s: tensor<1x1xf32>, %start: i64 {sage.divisibility = 16 : i64}) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c128 = arith.constant 128 : i64
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %at = sage.load %a[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+  %r = scf.for %j = %start to %n step %c128 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i64 {
     %bt = sage.load %b[%j, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<128x128xi8>
     %end = arith.addi %j, %c128 : i64
     %st = sage.load %sk[%j, %c0] strides [%c1, %c0] bounds [%end, %c1] : !sage.ptr<f32> -> tensor<128x1xf32>

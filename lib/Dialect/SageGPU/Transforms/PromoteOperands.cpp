@@ -23,6 +23,9 @@
 #include "sage/Layout/LayoutConversion.h"
 #include "sage/Layout/SharedLayouts.h"
 
+#include "mlir/Analysis/DataFlow/IntegerRangeAnalysis.h"
+#include "mlir/Analysis/DataFlow/Utils.h"
+#include "mlir/Analysis/DataFlowFramework.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
@@ -253,7 +256,7 @@ Value withoutCasts(Value v) {
 }
 
 /// Whether `bound` is `offset` + `length`: a view that ends with its tile
-/// (the SageBwd forward's `end=`), so every element of the tile exists.
+/// (the SageBwd forward's `end=`), so no element of the tile lies past it.
 bool endsWithTile(Value offset, Value bound, int64_t length) {
   auto add = withoutCasts(bound).getDefiningOp<arith::AddIOp>();
   if (!add)
@@ -272,6 +275,18 @@ bool endsWithTile(Value offset, Value bound, int64_t length) {
 struct Promoter {
   FunctionOpInterface func;
   bool cpAsync = false, tma = false, kernel = false;
+  /// Integer ranges of the function's values before promotion (null when
+  /// the analysis failed: nothing is then known).
+  DataFlowSolver *ranges = nullptr;
+
+  /// Whether `v` is known to be >= 0 (an offset that starts inside a view).
+  bool isNonNegative(Value v) {
+    if (!ranges)
+      return false;
+    auto *range = ranges->lookupState<dataflow::IntegerValueRangeLattice>(v);
+    return range && !range->getValue().isUninitialized() &&
+           range->getValue().getValue().smin().isNonNegative();
+  }
   Value mapScratch; // the function's trailing tensor-map argument
   /// Each wait and a commit group it must complete.
   SmallVector<std::pair<AsyncWaitOp, Operation *>> waits;
@@ -419,15 +434,15 @@ struct Promoter {
   /// while the matmul is in flight (the SageBwd forward's per-key scales: 32
   /// registers a thread at 128 keys) and their latency hides under it.
   ///
-  /// A view that ends with the vector (every element exists) read by one
-  /// matmul is copied by the copy engine, one bulk copy on an mbarrier,
-  /// which a pipelined loop issues stages ahead in a ring as it does its TMA
-  /// copies: no barrier between the threads. Any other is copied by
-  /// cp.async (zero past the bounds), whose wait and the two barriers
-  /// around its shared tile cost about 30 instructions a trip. Only vectors
-  /// of kMinCopiedScales or more are copied, and none in a warp-specialised
-  /// loop (measured on the H100: 128 keys 1-4% faster by bulk copy, 2-3% by
-  /// cp.async; 64 keys 2% slower by bulk copy, 6% by cp.async;
+  /// A view that ends with the vector from an offset known to be >= 0
+  /// (every element exists) read by one matmul is copied by the copy engine,
+  /// one bulk copy on an mbarrier, which a pipelined loop issues stages ahead
+  /// in a ring as it does its TMA copies: no barrier between the threads. Any
+  /// other is copied by cp.async (zero past the bounds), whose wait and the two
+  /// barriers around its shared tile cost about 30 instructions a trip. Only
+  /// vectors of kMinCopiedScales or more are copied, and none in a
+  /// warp-specialised loop (measured on the H100: 128 keys 1-4% faster by bulk
+  /// copy, 2-3% by cp.async; 64 keys 2% slower by bulk copy, 6% by cp.async;
   /// docs/lowering.md).
   std::optional<ScaleCopy> copiedScale(Value scale, ArrayRef<int64_t> shape) {
     auto load = scale.getDefiningOp<LoadOp>();
@@ -483,11 +498,14 @@ struct Promoter {
       return {};
     unsigned outer = 1 - inner;
     APInt zero, rows;
+    // Every element of the tile exists: the view's row 0 of at least one,
+    // columns from offset >= 0 to its bound, offset + the length.
     bool bulk =
         tma && load->hasOneUse() &&
         matchPattern(offsets[outer], m_ConstantInt(&zero)) && zero.isZero() &&
         matchPattern(bounds[outer], m_ConstantInt(&rows)) && rows.sge(1) &&
-        endsWithTile(offsets[inner], bounds[inner], shape[inner]);
+        endsWithTile(offsets[inner], bounds[inner], shape[inner]) &&
+        isNonNegative(offsets[inner]);
     MLIRContext *ctx = load.getContext();
     auto type = SharedTileType::get(
         ctx, shape, tile.getElementType(),
@@ -905,6 +923,12 @@ struct PromoteOperandsPass
     WalkResult walk = module.walk([&](FunctionOpInterface func) {
       Promoter promoter;
       promoter.func = func;
+      // Loop induction variables from their bounds, index math through arith.
+      DataFlowSolver solver;
+      dataflow::loadBaselineAnalyses(solver);
+      solver.load<dataflow::IntegerRangeAnalysis>();
+      if (succeeded(solver.initializeAndRun(func)))
+        promoter.ranges = &solver;
       promoter.cpAsync = cpAsync;
       promoter.tma = tma;
       promoter.kernel = func->hasAttr(SageDialect::kKernelAttrName);

@@ -241,7 +241,7 @@ def SageGPU_BulkLoadOp : SageGPU_Op<"bulk_load", [
     `sagegpu.tma_load` does, but with no tensor map and **no bounds
     check**: whoever creates the op proves the elements lie inside the
     tensor (`sagegpu-promote-operands` does for a view that ends with the
-    tile). The tile is a row or a column (one dimension 1; an unswizzled
+    tile, from an offset that integer range analysis shows to be >= 0). The tile is a row or a column (one dimension 1; an unswizzled
     tile's rows are whole 16-byte pieces), and the address must be 16-byte
     aligned.
 
