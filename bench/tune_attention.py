@@ -118,7 +118,7 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
              "Kernel: the sagebwd_forward launch alone, as the tuner times it; forward: the "
              "whole call, pre-pass included. Plans: query rows x keys, warps, register cap, "
              "stages, the key loop's order, O by the copy engine (tma), a producer warpgroup, "
-             "ping-pong.", "",
+             "ping-pong, a persistent grid.", "",
              common.markdown_table(["case", "plan", "kernel ms", "default / plan", "note"],
                                    plans)]
     problems = [f"- {row['case']}: {row.get('error') or row.get('skipped')}" for row in rows

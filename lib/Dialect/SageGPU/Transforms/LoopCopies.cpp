@@ -179,9 +179,8 @@ void mlir::sagegpu::issueCopy(OpBuilder &b, Location loc, const LoopCopy &copy,
     if (!map.contains(op->getResult(0)))
       b.clone(*op, map);
   // The copy itself, on the slot's tile and mbarrier, its inputs mapped.
-  unsigned n = copy.copy->getNumOperands();
-  map.map(copy.copy->getOperand(n - 1), getRingSlot(b, loc, tiles, index));
-  map.map(copy.copy->getOperand(n - 2), getRingSlot(b, loc, barriers, index));
+  map.map(copy.buffer->getResult(0), getRingSlot(b, loc, tiles, index));
+  map.map(copy.barrier->getResult(0), getRingSlot(b, loc, barriers, index));
   b.clone(*copy.copy, map);
 }
 

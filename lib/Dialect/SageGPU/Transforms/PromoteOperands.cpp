@@ -275,17 +275,43 @@ bool endsWithTile(Value offset, Value bound, int64_t length) {
 struct Promoter {
   FunctionOpInterface func;
   bool cpAsync = false, tma = false, kernel = false;
-  /// Integer ranges of the function's values before promotion (null when
-  /// the analysis failed: nothing is then known).
-  DataFlowSolver *ranges = nullptr;
+  /// Integer ranges of the function's values, solved at the first question
+  /// (only a bulk copy asks: most functions never pay for the analysis);
+  /// null when the analysis failed: nothing is then known.
+  std::unique_ptr<DataFlowSolver> ranges;
+  bool rangesSolved = false;
 
   /// Whether `v` is known to be >= 0 (an offset that starts inside a view).
+  /// Values made after the first question are not known.
   bool isNonNegative(Value v) {
+    if (!rangesSolved) {
+      rangesSolved = true;
+      // Loop induction variables from their bounds, index math through arith.
+      ranges = std::make_unique<DataFlowSolver>();
+      dataflow::loadBaselineAnalyses(*ranges);
+      ranges->load<dataflow::IntegerRangeAnalysis>();
+      if (failed(ranges->initializeAndRun(func)))
+        ranges.reset();
+    }
     if (!ranges)
       return false;
     auto *range = ranges->lookupState<dataflow::IntegerValueRangeLattice>(v);
     return range && !range->getValue().isUninitialized() &&
            range->getValue().getValue().smin().isNonNegative();
+  }
+
+  /// A fresh mbarrier expecting one arrival (a copy's), at `b`.
+  static Value newMbarrier(OpBuilder &b, Location loc) {
+    auto type = SharedTileType::get(b.getContext(), {1}, b.getI64Type(), {});
+    Value bar = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
+    MbarrierInitOp::create(b, loc, bar, 1);
+    return bar;
+  }
+
+  /// Waits, at `b`, for the one phase of a fresh mbarrier (newMbarrier).
+  static void waitFirstPhase(OpBuilder &b, Location loc, Value bar) {
+    Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+    MbarrierWaitOp::create(b, loc, bar, phase);
   }
   Value mapScratch; // the function's trailing tensor-map argument
   /// Each wait and a commit group it must complete.
@@ -396,11 +422,7 @@ struct Promoter {
     Value map = buildTensorMap(load, inner, swizzle);
     OpBuilder b(load);
     Value buffer = LocalAllocOp::create(b, loc, type, Value(), IntegerAttr());
-    auto barrierType =
-        SharedTileType::get(load.getContext(), {1}, b.getI64Type(), {});
-    Value bar =
-        LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
-    MbarrierInitOp::create(b, loc, bar, 1);
+    Value bar = newMbarrier(b, loc);
     ValueRange offsets = load.getOffsets();
     int64_t leading = leadingDimsOf(offsets);
     TmaLoadOp::create(b, loc, map, offsets.drop_back(2),
@@ -415,8 +437,7 @@ struct Promoter {
         last = user;
     }
     b.setInsertionPoint(ancestorIn(home, first));
-    Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-    MbarrierWaitOp::create(b, loc, bar, phase);
+    waitFirstPhase(b, loc, bar);
     b.setInsertionPointAfter(ancestorIn(home, last));
     MbarrierInvalOp::create(b, loc, bar);
     replacedLoads.push_back(load);
@@ -516,10 +537,7 @@ struct Promoter {
     replacedLoads.push_back(load);
     ScaleCopy copy{buffer, Value()};
     if (bulk) {
-      auto barrierType = SharedTileType::get(ctx, {1}, b.getI64Type(), {});
-      copy.barrier =
-          LocalAllocOp::create(b, loc, barrierType, Value(), IntegerAttr());
-      MbarrierInitOp::create(b, loc, copy.barrier, 1);
+      copy.barrier = newMbarrier(b, loc);
       BulkLoadOp::create(b, loc, load.getPtr(), offsets[inner], copy.barrier,
                          buffer);
     } else {
@@ -537,8 +555,7 @@ struct Promoter {
   Value readScales(OpBuilder &b, Location loc, const ScaleCopy &copy,
                    RankedTensorType type) {
     if (copy.barrier) {
-      Value phase = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-      MbarrierWaitOp::create(b, loc, copy.barrier, phase);
+      waitFirstPhase(b, loc, copy.barrier);
       Value scales = LocalLoadOp::create(b, loc, type, copy.buffer);
       MbarrierInvalOp::create(b, loc, copy.barrier);
       return scales;
@@ -923,12 +940,6 @@ struct PromoteOperandsPass
     WalkResult walk = module.walk([&](FunctionOpInterface func) {
       Promoter promoter;
       promoter.func = func;
-      // Loop induction variables from their bounds, index math through arith.
-      DataFlowSolver solver;
-      dataflow::loadBaselineAnalyses(solver);
-      solver.load<dataflow::IntegerRangeAnalysis>();
-      if (succeeded(solver.initializeAndRun(func)))
-        promoter.ranges = &solver;
       promoter.cpAsync = cpAsync;
       promoter.tma = tma;
       promoter.kernel = func->hasAttr(SageDialect::kKernelAttrName);
