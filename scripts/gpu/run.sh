@@ -14,6 +14,10 @@
 #               SAGE_SPEED_ARGS, e.g. --passes fwd --providers sage,cudnn)
 #     forward-tiles  bench/forward_tiles.py (the forward at wgmma tile plans vs the default, cuDNN;
 #               extra arguments in SAGE_TILES_ARGS, e.g. --d 128 --causal no --plans default)
+#     forward-experiments  bench/forward_ptx_experiments.py (the SageBwd forward's schedule
+#               varied by rewriting its PTX: programs sharing a CTA and taking turns, S in two
+#               halves; extra arguments in SAGE_EXPERIMENT_ARGS, e.g. --d 64 --variants default
+#               replicas:2)
 #     tune      bench/tune_attention.py (the SageBwd forward's plan tuned at the issue's shapes:
 #               each candidate's kernel time, the winners, the forward at the default and tuned
 #               plans; extra arguments in SAGE_TUNE_ARGS, e.g. --quick --cases d128-n4096-full)
@@ -30,7 +34,8 @@
 #               layer by layer; extra arguments in SAGE_HOST_ARGS)
 #     census    bench/sass_census.py (SASS instruction census of the SageBwd kernels, cuobjdump)
 #     profile   Nsight Compute on the SageBwd forward and backward (bench/kernel_profile.py,
-#               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots
+#               B4 H32 N4K, D 64 and 128): stall reasons, issue rates, source hot spots,
+#               summarised per kernel by bench/stall_profile.py (profile-dD-stalls.md)
 #     training  bench/training/run.py --suite main (SageBwd vs SDPA pretraining parity; extra
 #               arguments in SAGE_TRAINING_ARGS); training-ablations: --suite ablations
 #     package   installs the Python package offline (the carried library
@@ -104,6 +109,10 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       python3 bench/forward_tiles.py "$OUT/forward_tiles.json" "$OUT/forward_tiles.md" \
         ${SAGE_TILES_ARGS:-} 2>&1 ;;
+    forward-experiments)
+      # shellcheck disable=SC2086
+      python3 bench/forward_ptx_experiments.py "$OUT/forward_experiments.json" \
+        "$OUT/forward_experiments.md" ${SAGE_EXPERIMENT_ARGS:-} 2>&1 ;;
     tune)
       # shellcheck disable=SC2086
       python3 bench/tune_attention.py "$OUT/tune_attention.json" "$OUT/tune_attention.md" \
@@ -133,6 +142,8 @@ for stage in "${stages[@]}"; do
           --section ComputeWorkloadAnalysis --section SourceCounters --import-source no \
           -f -o "/tmp/profile-d$d" python3 bench/kernel_profile.py --d "$d" 2>&1 | tail -n 3
         ncu_export "profile-d$d" all
+        python3 bench/stall_profile.py - "$OUT/profile-d$d-stalls.md" \
+          --csv "$OUT/profile-d$d-sass.csv" --kernel sagebwd_
       done ;;
     gemm-profile)
       # Launches 0-1 warm up (sage compiles); 2 is sage's bf16 GEMM, 3 cuBLAS's.

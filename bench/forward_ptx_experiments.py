@@ -1,0 +1,340 @@
+"""Experiments on the SageBwd forward's schedule, made by rewriting its PTX.
+
+Questions that would take a compiler feature to ask properly are asked here
+first, on the PTX the compiler emits for the default plan (non-causal, fine
+scales, bf16): each variant is a text rewrite that keeps the per-program
+arithmetic, so its O must equal the default's bit for bit, and only the
+schedule changes. The JIT loads a variant through ``SAGE_OVERRIDE_DIR``;
+each variant runs in a process of its own (the JIT's caches), the default
+first (its O is the reference), and the list is repeated to show the noise.
+
+Variants (``--variants``):
+
+* ``default``: the compiler's kernel, one warpgroup a CTA, 64 query rows.
+* ``replicas:R[:turns][:stagger=C]``: R one-warpgroup programs in one CTA
+  (the programs per SM the default fits, by registers), each with its own
+  shared memory, named barrier and program id (``ctaid.x * R`` + its
+  warpgroup); the grid's first axis is divided by R. The warpgroup index is
+  shuffled from lane 0 so that ptxas keeps it warp-uniform (otherwise every
+  shared-memory address and wgmma descriptor becomes per-thread and the loop
+  grows by a third). ``turns``: the programs take turns, round robin, to
+  issue their S = Q K^T (named barriers 4..4+R-1: wait for one's turn before
+  the wgmma fence, pass it after the commit). ``stagger=C``: program r spins
+  r * C clock cycles before starting. This is issue #12's "three consumer
+  warpgroups taking turns", without a producer and without shared K/V rings.
+* ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
+  keys (the accumulator's two register halves), the first waited for with
+  the second in flight, and the work that needs only the first half (its
+  conversions, K scales and partial row maxima) moved between the two
+  waits; the second wait is fenced so that ptxas keeps it there.
+
+Usage (GPU machine, ``scripts/gpu/run.sh forward-experiments``)::
+
+    python3 bench/forward_ptx_experiments.py OUT.json OUT.md --d 128 --n 6144 \\
+        --variants default replicas:3 replicas:3:turns:stagger=1400 --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402  (bench/common.py)
+
+common.add_python_path()
+
+#: The forward's launch threads and the barriers the rewrites use.
+TURN_BARRIER = 4
+
+
+def _warp_group(threads: int) -> str:
+    """PTX that leaves the running thread's warpgroup in %xwg, warp-uniform."""
+    shift = threads.bit_length() - 1
+    return (f"mov.u32 \t%xwg, %tid.x;\n\tshr.u32 \t%xwg, %xwg, {shift};\n"
+            f"\tshfl.sync.idx.b32 \t%xwg, %xwg, 0, 31, -1;\n\t")
+
+
+def _one(pattern: str, text: str, what: str) -> re.Match[str]:
+    """The single match of ``pattern`` (the rewrite assumes the compiler's shape)."""
+    found = list(re.finditer(pattern, text))
+    if len(found) != 1:
+        raise ValueError(f"expected one {what} in the PTX, found {len(found)}")
+    return found[0]
+
+
+def _score_groups(ptx: str) -> list[re.Match[str]]:
+    """The wgmma groups (fence .. commit) that compute S (s8 x s8)."""
+    return [g for g in re.finditer(r"\twgmma\.fence\.sync\.aligned;\n(.*?)"
+                                   r"wgmma\.commit_group\.sync\.aligned;", ptx, re.S)
+            if "s32.s8.s8" in g.group(1)]
+
+
+def replicas(ptx: str, count: int, turns: bool = False, stagger: int = 0) -> str:
+    """``count`` one-warpgroup programs in one CTA (see the module docstring)."""
+    header = _one(r"threads=(\d+) shared_memory=(\d+)", ptx, "kernel header")
+    threads, smem = int(header[1]), int(header[2])
+    stride = -(-smem // 1024) * 1024  # 1024-byte aligned (128-byte swizzled tiles)
+    ptx = ptx.replace(header[0], f"threads={threads * count} "
+                                 f"shared_memory={stride * count}", 1)
+    ptx = ptx.replace(f".maxntid {threads}, 1, 1", f".maxntid {threads * count}, 1, 1", 1)
+    decl = ptx.index("\t.reg .b32 \t%r<")
+    ptx = (ptx[:decl] + "\t.reg .b32 \t%xwg, %xb;\n\t.reg .b64 \t%xo, %xc0, %xc1, %xd;\n"
+           "\t.reg .pred \t%xp;\n" + ptx[decl:])
+    wg = _warp_group(threads)
+    tid = _one(r"mov\.u32 \t(%r\d+), %tid\.x;", ptx, "tid.x read")
+    spin = ""
+    if stagger:
+        spin = (f"\t{wg}mov.u64 \t%xc0, %clock64;\n\tmul.wide.u32 \t%xd, %xwg, {stagger};\n"
+                f"$XSPIN:\n\tmov.u64 \t%xc1, %clock64;\n\tsub.s64 \t%xc1, %xc1, %xc0;\n"
+                f"\tsetp.lt.s64 \t%xp, %xc1, %xd;\n\t@%xp bra \t$XSPIN;\n")
+    ptx = ptx.replace(tid[0], f"{spin}\t{tid[0]}\n\tand.b32 \t{tid[1]}, {tid[1]}, "
+                              f"{threads - 1};", 1)
+    cta = _one(r"mov\.u32 \t(%r\d+), %ctaid\.x;", ptx, "ctaid.x read")
+    ptx = ptx.replace(cta[0], f"{cta[0]}\n\t{wg}mad.lo.u32 \t{cta[1]}, {cta[1]}, {count}, "
+                              f"%xwg;", 1)
+    base = _one(r"mov\.b64 \t(%rd\d+), sage_scratch;", ptx, "shared base")
+    ptx = ptx.replace(base[0], f"{base[0]}\n\t{wg}mul.wide.u32 \t%xo, %xwg, {stride};\n"
+                               f"\tadd.s64 \t{base[1]}, {base[1]}, %xo;", 1)
+    ptx = ptx.replace("bar.sync \t0;", f"{wg}add.u32 \t%xb, %xwg, 1;\n"
+                                       f"\tbar.sync \t%xb, {threads};")
+    if not turns:
+        return ptx
+    pair = 2 * threads
+    pieces, pos = [], 0
+    for group in _score_groups(ptx):
+        pieces += [ptx[pos:group.start()],
+                   f"\t{wg}add.u32 \t%xb, %xwg, {TURN_BARRIER};\n\tbar.sync \t%xb, {pair};\n",
+                   ptx[group.start():group.end()],
+                   f"\n\t{wg}add.u32 \t%xb, %xwg, {TURN_BARRIER + 1};\n"
+                   f"\tsetp.eq.u32 \t%xp, %xb, {TURN_BARRIER + count};\n"
+                   f"\t@%xp mov.u32 \t%xb, {TURN_BARRIER};\n\tbar.arrive \t%xb, {pair};"]
+        pos = group.end()
+    ptx = "".join(pieces + [ptx[pos:]])
+    # The last program opens the first turn; the first takes the last pass
+    # before it exits (no arrival is left pending).
+    first = ptx.rindex(f"\t{wg}", 0, ptx.index("\tbar.sync \t%xb, "))
+    ptx = (ptx[:first] + f"\t{wg}setp.eq.u32 \t%xp, %xwg, {count - 1};\n"
+           f"\t@%xp bar.arrive \t{TURN_BARRIER}, {pair};\n" + ptx[first:])
+    return ptx.replace("\tret;", f"\t{wg}setp.eq.u32 \t%xp, %xwg, 0;\n"
+                                 f"\t@%xp bar.sync \t{TURN_BARRIER}, {pair};\n\tret;")
+
+
+def _statements(text: str) -> list[str]:
+    """PTX lines, an inline-asm block ``{ ... }`` kept whole."""
+    out, cur, depth = [], [], 0
+    for line in text.split("\n"):
+        cur.append(line)
+        depth += line.count("{") - line.count("}")
+        if depth == 0:
+            out.append("\n".join(cur))
+            cur = []
+    return out + (["\n".join(cur)] if cur else [])
+
+
+def _hoist_independent(segment: str, late: set[str]) -> tuple[str, str]:
+    """Splits ``segment`` into the statements that do not read ``late``
+    registers (transitively, predicates included) and those that do, each in
+    its order."""
+    reg = re.compile(r"%[a-z]+\d+")
+    early, after = [], []
+    tainted = set(late)
+    for statement in _statements(segment):
+        code = statement.split("//")[0].strip()
+        guard: list[str] = []
+        if code.startswith("@"):
+            predicate, code = code.split(None, 1)
+            guard = reg.findall(predicate)
+        names = reg.findall(code)
+        opcode = code.split()[0] if code else ""
+        writes = bool(names) and not code.startswith("{") and not opcode.startswith(
+            ("st.", "bar", "mbarrier", "cp.", "wgmma", "fence"))
+        dest = names[0] if writes else None
+        uses = guard + (names[1:] if writes else names)
+        if any(u in tainted for u in uses):
+            if dest:
+                tainted.add(dest)
+            after.append(statement)
+        else:
+            early.append(statement)
+    return "\n".join(early), "\n".join(after)
+
+
+def split_scores(ptx: str) -> str:
+    """The loop's S in two 64-key wgmma groups (see the module docstring)."""
+    group = _score_groups(ptx)[0]  # the main loop's (the masked loop comes later)
+    body = group.group(1)
+    mmas = list(re.finditer(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.s32\.s8\.s8 "
+                            r"\{([^}]*)\}, (%rd\d+), (%rd\d+), p;", body))
+    if len(mmas) != 4:
+        raise ValueError(f"split-scores needs D=128 (4 k-steps of m64n128k32), "
+                         f"found {len(mmas)}")
+    regs = [r.strip() for r in mmas[0].group(1).split(",")]
+    low, high = regs[:32], regs[32:]
+    for m in mmas:
+        body = body.replace(m.group(0), f"wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+                                        f"{{{', '.join(low)}}}, {m.group(2)}, {m.group(3)}, p;")
+    # The second half reads K's rows 64..127: 64 rows of 128 bytes further,
+    # 8192 >> 4 in the descriptor's address field.
+    high_group = "\twgmma.commit_group.sync.aligned;\n\t{\n\t.reg .b64 bd;\n\t.reg .pred p;\n"
+    for k, m in enumerate(mmas):
+        high_group += (f"\tadd.s64 bd, {m.group(3)}, 512;\n\tsetp.ne.b32 p, {int(k > 0)}, 0;\n"
+                       f"\twgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+                       f"{{{', '.join(high)}}}, {m.group(2)}, bd, p;\n")
+    rewritten = ("\twgmma.fence.sync.aligned;\n" + body + high_group + "\t}\n"
+                 "\twgmma.commit_group.sync.aligned;")
+    ptx = ptx[:group.start()] + rewritten + ptx[group.end():]
+    wait = ptx.index("wgmma.wait_group.sync.aligned 0;", group.start() + len(rewritten))
+    ptx = ptx[:wait] + "wgmma.wait_group.sync.aligned 1;" + ptx[wait + 32:]
+    start = ptx.index("\n", wait) + 1
+    end = ptx.index("\twgmma.fence.sync.aligned;", start)
+    early, late = _hoist_independent(ptx[start:end], set(high))
+    return (ptx[:start] + early + "\n\tfence.acq_rel.cta;\n\twgmma.wait_group.sync.aligned 0;\n"
+            + late + "\n" + ptx[end:])
+
+
+def parse_variant(name: str) -> dict[str, Any]:
+    """``default``, ``split-scores`` or ``replicas:R[:turns][:stagger=C]``.
+
+    Raises:
+        ValueError: an unknown variant.
+    """
+    if name in ("default", "split-scores"):
+        return {"kind": name, "programs": 1}
+    parts = name.split(":")
+    if parts[0] == "replicas" and len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) > 1:
+        spec = {"kind": "replicas", "programs": int(parts[1]), "turns": False, "stagger": 0}
+        for part in parts[2:]:
+            if part == "turns":
+                spec["turns"] = True
+            elif part.startswith("stagger=") and part[8:].isdigit():
+                spec["stagger"] = int(part[8:])
+            else:
+                raise ValueError(f"unknown replicas option {part!r} in {name!r}")
+        return spec
+    raise ValueError(f"unknown variant {name!r} (default, split-scores, "
+                     "replicas:R[:turns][:stagger=C])")
+
+
+def rewrite(ptx: str, spec: dict[str, Any]) -> str:
+    """The variant's PTX."""
+    if spec["kind"] == "split-scores":
+        return split_scores(ptx)
+    if spec["kind"] == "replicas":
+        return replicas(ptx, spec["programs"], spec["turns"], spec["stagger"])
+    return ptx
+
+
+def run_one(d: int, n: int, name: str, reference: Path) -> dict[str, Any]:
+    """Times one variant in this process (set up before sage is imported)."""
+    spec = parse_variant(name)
+    # The plan tuner would time every candidate plan with the one rewritten
+    # kernel and could launch it on another plan's grid: the default plan only.
+    os.environ["SAGE_TUNE_ATTENTION"] = "0"
+    if spec["kind"] != "default":
+        from sass_census import Variant, variant_ptx  # noqa: PLC0415
+        from sage.compiler.library import CompilerLibrary  # noqa: PLC0415
+
+        ptx, _ = variant_ptx(Variant("sagebwd_forward", d), CompilerLibrary())
+        folder = Path(tempfile.mkdtemp(prefix="sage-forward-variant-"))
+        (folder / "sagebwd_forward.ptx").write_text(rewrite(ptx, spec))
+        os.environ["SAGE_OVERRIDE_DIR"] = str(folder)
+    import torch  # noqa: PLC0415
+    import triton.testing  # noqa: PLC0415
+
+    import sage.kernels.sagebwd.torch_ops as ops  # noqa: PLC0415
+    from forward_tiles import kernel_ms  # noqa: PLC0415
+    from sage.kernels.sagebwd.launch import default_tiles  # noqa: PLC0415
+
+    programs = spec["programs"]
+    if programs > 1:
+        grids = ops.grids
+
+        def replica_grids(*args: Any, **kwargs: Any) -> dict[str, tuple[int, ...]]:
+            out = dict(grids(*args, **kwargs))
+            first, *rest = out["sagebwd_forward"]
+            if first % programs:
+                raise ValueError(f"{first} query blocks are not a multiple of {programs} "
+                                 "programs a CTA: choose --n accordingly")
+            out["sagebwd_forward"] = (first // programs, *rest)
+            return out
+
+        ops.grids = replica_grids
+    gen = torch.Generator(device="cuda").manual_seed(d)
+    q, k, v = (torch.randn(4, 32, n, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+               for _ in range(3))
+
+    tiles = default_tiles(d)
+
+    def call() -> Any:
+        return ops.forward(q, k, v, causal=False, tiles=tiles)
+
+    o = call()[0]
+    if spec["kind"] == "default":
+        torch.save(o, reference)
+    expected = torch.load(reference).float()
+    kernels = kernel_ms(call, calls=10)
+    call_ms = triton.testing.do_bench(call, return_mode="median")
+    # O of the first call and of one after the timing, against the default's.
+    diff = max(float((o.float() - expected).abs().max()),
+               float((call()[0].float() - expected).abs().max()))
+    return {"d": d, "n": n, "variant": name, "max_abs_diff_vs_default": diff,
+            "call_ms": call_ms, "forward_kernel_ms": next(
+                t for key, t in kernels.items() if "sagebwd_forward" in key)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", type=Path, nargs="?", help="where the JSON results go")
+    parser.add_argument("markdown", type=Path, nargs="?", help="where the markdown table goes")
+    parser.add_argument("--d", type=int, default=128, choices=(64, 128))
+    parser.add_argument("--n", type=int, default=6144,
+                        help="tokens (B4 H32); replicas need the query blocks (N / 64) "
+                             "to be a multiple of R")
+    parser.add_argument("--variants", nargs="+", default=["default", "replicas:3"])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--reference", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for name in args.variants:
+        parse_variant(name)
+    if args.one:
+        print(json.dumps(run_one(args.d, args.n, args.variants[0], args.reference)), flush=True)
+        return 0
+    if args.variants[0] != "default":
+        parser.error("the first variant must be default (its O is the reference)")
+    reference = Path(tempfile.mkdtemp(prefix="sage-forward-reference-")) / "o.pt"
+    rows = []
+    for repeat in range(args.repeats):
+        for name in args.variants:
+            out = subprocess.run([sys.executable, __file__, "--one", "--d", str(args.d),
+                                  "--n", str(args.n), "--variants", name,
+                                  "--reference", str(reference)],
+                                 capture_output=True, text=True, timeout=300)
+            line = next((x for x in out.stdout.splitlines() if x.startswith("{")), None)
+            row = json.loads(line) if line else {"d": args.d, "n": args.n, "variant": name,
+                                                 "error": out.stderr[-2000:]}
+            row["repeat"] = repeat + 1
+            rows.append(row)
+            print(row, flush=True)
+    headers = ["repeat", "variant", "forward kernel ms", "call ms", "max abs(O - O_default)",
+               "error"]
+    table = [[r["repeat"], r["variant"], r.get("forward_kernel_ms"), r.get("call_ms"),
+              r.get("max_abs_diff_vs_default"), (r.get("error") or "")[-120:]] for r in rows]
+    results = {"environment": common.environment(), "rows": rows,
+               "markdown": common.markdown_table(headers, table)}
+    common.write_outputs(args.json, args.markdown, results,
+                         f"Forward PTX experiments, B4 H32 N{args.n} D{args.d} bf16, non-causal"
+                         f"\n\n{results['markdown']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

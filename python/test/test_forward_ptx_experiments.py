@@ -1,0 +1,97 @@
+"""bench/forward_ptx_experiments.py: its variant names, and its rewrites of the
+real SageBwd forward PTX (D=128, the default plan, compiled by the compiler
+library): the launch header, the program id, shared-memory offsets, barriers
+and turn protocol of the replicas, the two 64-key score groups and their
+waits; each accepted by ptxas (sm_90a) where the CUDA toolkit is."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from repo_files import load_bench
+
+experiments = load_bench("forward_ptx_experiments")
+census = load_bench("sass_census")
+
+PTXAS = os.environ.get("SAGE_PTXAS") or shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+
+
+@pytest.fixture(scope="module")
+def forward_ptx(library) -> str:
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 128), library)
+    return ptx
+
+
+def _assembles(ptx: str, tmp_path: Path) -> None:
+    if not Path(PTXAS).exists():
+        return  # only this step needs the CUDA toolkit
+    path = tmp_path / "variant.ptx"
+    path.write_text(ptx)
+    out = subprocess.run([PTXAS, "-arch=sm_90a", str(path), "-o", str(tmp_path / "v.cubin")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+
+
+def test_variant_names():
+    assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
+    assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
+        "kind": "replicas", "programs": 3, "turns": True, "stagger": 1400}
+    for bad in ("replicas", "replicas:1", "replicas:3:fast", "replicas:3:stagger=x", "other"):
+        with pytest.raises(ValueError):
+            experiments.parse_variant(bad)
+
+
+def test_replicas(forward_ptx, tmp_path):
+    threads, smem = map(int, re.search(r"threads=(\d+) shared_memory=(\d+)",
+                                       forward_ptx).groups())
+    ptx = experiments.replicas(forward_ptx, 3)
+    stride = -(-smem // 1024) * 1024
+    assert f"threads={3 * threads} shared_memory={3 * stride}" in ptx
+    assert f".maxntid {3 * threads}, 1, 1" in ptx
+    # Every CTA-wide barrier became the program's own (ids 1..3); no turns.
+    assert "bar.sync \t0;" not in ptx and ptx.count(f"bar.sync \t%xb, {threads};") == \
+        forward_ptx.count("bar.sync \t0;")
+    assert "bar.arrive" not in ptx
+    assert re.search(r"mad\.lo\.u32 \t%r\d+, %r\d+, 3, %xwg;", ptx)
+    assert f"mul.wide.u32 \t%xo, %xwg, {stride};" in ptx
+    assert "shfl.sync.idx.b32 \t%xwg, %xwg, 0, 31, -1;" in ptx
+    _assembles(ptx, tmp_path)
+
+
+def test_replicas_take_turns(forward_ptx, tmp_path):
+    ptx = experiments.replicas(forward_ptx, 3, turns=True, stagger=700)
+    threads = int(re.search(r"threads=(\d+)", forward_ptx).group(1))
+    groups = len(experiments._score_groups(forward_ptx))
+    assert groups >= 1
+    # A turn taken and passed around every S group; the last program opens,
+    # the first closes.
+    assert ptx.count(f"bar.sync \t%xb, {2 * threads};") == groups
+    assert ptx.count(f"bar.arrive \t%xb, {2 * threads};") == groups
+    assert f"@%xp bar.arrive \t4, {2 * threads};" in ptx
+    assert f"@%xp bar.sync \t4, {2 * threads};\n\tret;" in ptx
+    assert "mul.wide.u32 \t%xd, %xwg, 700;" in ptx and "%clock64" in ptx
+    _assembles(ptx, tmp_path)
+
+
+def test_split_scores(forward_ptx, tmp_path):
+    ptx = experiments.split_scores(forward_ptx)
+    assert ptx.count("m64n64k32.s32.s8.s8") == 8
+    assert ptx.count("m64n128k32.s32.s8.s8") == forward_ptx.count("m64n128k32.s32.s8.s8") - 4
+    first = ptx.index("wgmma.wait_group.sync.aligned 1;")
+    second = ptx.index("fence.acq_rel.cta;\n\twgmma.wait_group.sync.aligned 0;", first)
+    # Work that needs only the first half runs between the waits: its
+    # conversions, and nothing that reads the second half's registers.
+    between = ptx[first:second]
+    assert between.count("cvt.rn.f32.s32") == 32
+    _assembles(ptx, tmp_path)
+
+
+def test_split_scores_needs_d128(library):
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
+    with pytest.raises(ValueError, match="D=128"):
+        experiments.split_scores(ptx)
