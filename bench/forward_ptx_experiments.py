@@ -3,8 +3,8 @@
 Questions that would take a compiler feature to ask properly are asked here
 first, on the PTX the compiler emits for the default plan (non-causal, fine
 scales, bf16): each variant is a text rewrite that keeps the per-program
-arithmetic, so its O must equal the default's bit for bit, and only the
-schedule changes. The JIT loads a variant through ``SAGE_OVERRIDE_DIR``;
+arithmetic, so its O must equal the default's bit for bit (but for
+``ex2-emulation``), and only the schedule changes. The JIT loads a variant through ``SAGE_OVERRIDE_DIR``;
 each variant runs in a process of its own (the JIT's caches), the default
 first (its O is the reference), and the list is repeated to show the noise.
 
@@ -22,6 +22,8 @@ Variants (``--variants``):
   the wgmma fence, pass it after the commit). ``stagger=C``: program r spins
   r * C clock cycles before starting. This is issue #12's "three consumer
   warpgroups taking turns", without a producer and without shared K/V rings.
+* ``ex2-emulation:K``: every K-th exponential of the main loop computed on
+  the FMA pipe (:func:`ex2_emulation`); P^, hence O, may differ slightly.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -200,8 +202,54 @@ def split_scores(ptx: str) -> str:
             + late + "\n" + ptx[end:])
 
 
+#: 2^f on [-0.5, 0.5], degree 3 (highest first): relative error 7.7e-5, a
+#: fortieth of P^'s rounding step at its largest (255).
+EXP2_POLY = (0.05508876703270356, 0.24260465590806618, 0.6932762833317949,
+             0.9999289048197659)
+
+
+def _f32(value: float) -> str:
+    """A PTX f32 literal."""
+    import struct  # noqa: PLC0415
+
+    return "0f" + struct.pack(">f", value).hex().upper()
+
+
+def ex2_emulation(ptx: str, every: int) -> str:
+    """Every ``every``-th exponential of the main loop (between its first S
+    group and the P V group that follows) computed on the FMA pipe: x clamped
+    to -126 (below, j's exponent bits would carry the polynomial into the
+    sign), rounded to an integer j with the 1.5 * 2^23 trick, 2^(x - j) by
+    the polynomial, j added to the exponent bits (FlashAttention-4's partial
+    ex2 emulation). P^ may then round differently where 255 * 2^x is within
+    ~0.02 of a half."""
+    group = _score_groups(ptx)[0]
+    end = ptx.index("\twgmma.fence.sync.aligned;", group.end())
+    magic = _f32(12582912.0)
+    c3, c2, c1, c0 = (_f32(c) for c in EXP2_POLY)
+    count = 0
+
+    def emulate(m: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        if count % every:
+            return m.group(0)
+        dst, src = m.group(1), m.group(2)
+        return (f"{{\n\t.reg .b32 x, t, j, f, p;\n\tmax.f32 x, {src}, {_f32(-126.0)};\n"
+                f"\tadd.rn.f32 t, x, {magic};\n\tsub.rn.f32 j, t, {magic};\n"
+                f"\tsub.rn.f32 f, x, j;\n\tfma.rn.f32 p, f, {c3}, {c2};\n"
+                f"\tfma.rn.f32 p, p, f, {c1};\n\tfma.rn.f32 p, p, f, {c0};\n"
+                f"\tmad.lo.s32 {dst}, t, 8388608, p;\n\t}}")
+
+    body = re.sub(r"ex2\.approx\.ftz\.f32 \t(%r\d+), (%r\d+);", emulate, ptx[group.end():end])
+    if count == 0:
+        raise ValueError("no ex2.approx.ftz.f32 in the main loop")
+    return ptx[:group.end()] + body + ptx[end:]
+
+
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores`` or ``replicas:R[:turns][:stagger=C]``.
+    """``default``, ``split-scores``, ``ex2-emulation:K`` or
+    ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
@@ -209,6 +257,9 @@ def parse_variant(name: str) -> dict[str, Any]:
     if name in ("default", "split-scores"):
         return {"kind": name, "programs": 1}
     parts = name.split(":")
+    if parts[0] == "ex2-emulation" and len(parts) == 2 and parts[1].isdigit() \
+            and int(parts[1]) > 0:
+        return {"kind": "ex2-emulation", "programs": 1, "every": int(parts[1])}
     if parts[0] == "replicas" and len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) > 1:
         spec = {"kind": "replicas", "programs": int(parts[1]), "turns": False, "stagger": 0}
         for part in parts[2:]:
@@ -219,7 +270,7 @@ def parse_variant(name: str) -> dict[str, Any]:
             else:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
-    raise ValueError(f"unknown variant {name!r} (default, split-scores, "
+    raise ValueError(f"unknown variant {name!r} (default, split-scores, ex2-emulation:K, "
                      "replicas:R[:turns][:stagger=C])")
 
 
@@ -227,6 +278,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
     """The variant's PTX."""
     if spec["kind"] == "split-scores":
         return split_scores(ptx)
+    if spec["kind"] == "ex2-emulation":
+        return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "replicas":
         return replicas(ptx, spec["programs"], spec["turns"], spec["stagger"])
     return ptx

@@ -39,9 +39,12 @@ def _assembles(ptx: str, tmp_path: Path) -> None:
 
 def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
+    assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
+                                                            "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
         "kind": "replicas", "programs": 3, "turns": True, "stagger": 1400}
-    for bad in ("replicas", "replicas:1", "replicas:3:fast", "replicas:3:stagger=x", "other"):
+    for bad in ("replicas", "replicas:1", "replicas:3:fast", "replicas:3:stagger=x", "other",
+                "ex2-emulation", "ex2-emulation:0"):
         with pytest.raises(ValueError):
             experiments.parse_variant(bad)
 
@@ -95,3 +98,30 @@ def test_split_scores_needs_d128(library):
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
     with pytest.raises(ValueError, match="D=128"):
         experiments.split_scores(ptx)
+
+
+def test_ex2_emulation(forward_ptx, tmp_path):
+    loop = experiments._score_groups(forward_ptx)[0].end()
+    in_loop = forward_ptx[loop:forward_ptx.index("\twgmma.fence.sync.aligned;", loop)]
+    exps = in_loop.count("ex2.approx.ftz.f32")
+    ptx = experiments.ex2_emulation(forward_ptx, 4)
+    assert ptx.count("ex2.approx.ftz.f32") == forward_ptx.count("ex2.approx.ftz.f32") - exps // 4
+    assert ptx.count("mad.lo.s32") - forward_ptx.count("mad.lo.s32") == exps // 4
+    _assembles(ptx, tmp_path)
+
+
+def test_ex2_emulation_arithmetic():
+    """The emitted sequence, replayed in float32: 2^x to 7.7e-5 above 2^-125,
+    tiny and positive below (no sign carried in)."""
+    np = pytest.importorskip("numpy")
+    x = np.linspace(-300, 8, 200001).astype(np.float32)
+    xc = np.maximum(x, np.float32(-126))
+    t = (xc + np.float32(12582912)).astype(np.float32)
+    f = (xc - (t - np.float32(12582912)).astype(np.float32)).astype(np.float32)
+    c3, c2, c1, c0 = (np.float32(c) for c in experiments.EXP2_POLY)
+    p = ((f * c3 + c2).astype(np.float32) * f + c1).astype(np.float32)
+    p = (p * f + c0).astype(np.float32)
+    out = (p.view(np.int32) + (t.view(np.int32) << 23)).view(np.float32)
+    big = x > -125
+    assert np.max(np.abs(out[big] / np.exp2(x[big].astype(np.float64)) - 1)) < 8e-5
+    assert np.all(out[~big] >= 0) and np.all(out[~big] < 1e-37)
