@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--causal", action="store_true")
     args = parser.parse_args(argv)
     import sage  # noqa: PLC0415
+    from sage.kernels.device import sm_count  # noqa: PLC0415
     from sage.kernels.sagebwd import torch_ops  # noqa: PLC0415
     from sage.kernels.sagebwd.launch import (constexprs, forward_buffers,  # noqa: PLC0415
                                              forward_sequence, grids, runtime_args,
@@ -71,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
     name = "sagebwd_forward"
     kernel = torch_ops.JIT_KERNELS[name]
-    launch = (grids(plan.shape, plan.tiles, **flags)[name], runtime_args(name, values),
+    # The device's multiprocessors size a persistent plan's grid (the tuner's choice).
+    launch = (grids(plan.shape, plan.tiles, **flags, sms=sm_count(q.get_device()))[name],
+              runtime_args(name, values),
               plan.tiles.options(name, **flags),
               constexprs(name, plan.shape, plan.tiles, causal=causal, smooth_k=True,
                          smooth_q=False, fine_scales=plan.fine))

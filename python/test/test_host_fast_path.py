@@ -271,6 +271,19 @@ def _qkv(b=1, h=2, hkv=1, n=32, n_kv=48, d=64, dtype=torch.bfloat16):
 PLAN_ARGS = dict(causal=False, sm_scale=0.125, smooth_k=True, smooth_q=False, scales="fine")
 
 
+def test_plan_of_keys_on_the_device():
+    """A plan is its device's: its launches (a persistent grid's size) and its
+    tuned forward plan are made for that device."""
+    q, k, _ = _qkv()
+    meta_q, meta_k = q.to("meta"), k.to("meta")
+    args = dict(PLAN_ARGS, tiles=Tiles(64, 64, 4))  # given tiles: nothing to tune
+    on_cpu = torch_ops.plan_of(q, k, **args)
+    on_meta = torch_ops.plan_of(meta_q, meta_k, **args)
+    assert on_meta is not on_cpu and on_meta == on_cpu
+    assert torch_ops.plan_of(meta_q, meta_k, **args) is on_meta
+    assert torch_ops.plan_of(q, k, **args) is on_cpu
+
+
 @pytest.mark.parametrize("change", [
     "batch", "heads", "kv_heads", "n", "n_kv", "d", "dtype", "causal", "causal_type",
     "sm_scale", "smooth_k", "smooth_q", "scales", "tiles"])
@@ -431,6 +444,36 @@ def test_launches_pass_what_the_launch_helpers_give(monkeypatch, causal, smooth_
     with pytest.raises(KeyError, match="kv_stats_kernel: no value for k_mean"):
         torch_ops._launch(sequence, plan, {n: x for n, x in values.items() if n != "k_mean"},
                           torch.device("cuda", 0))
+
+
+def test_a_persistent_grid_is_sized_by_the_launch_device(monkeypatch):
+    """A persistent forward plan's grid holds the programs of the device the
+    kernels launch on (not the current device's), one multiprocessor's for
+    the interpreter; a plan's launches are kept per device."""
+    q, k, v = _qkv(n=512, n_kv=512, d=128)
+    persistent = ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False, tma_store=True,
+                              persistent=True)
+    plan = torch_ops.plan_of(q, k, **dict(PLAN_ARGS, tiles=Tiles(64, 64, 8, forward=persistent)))
+    asked = []
+    monkeypatch.setattr(torch_ops, "sm_count", lambda device: asked.append(device) or 2 + device)
+    got = []
+    monkeypatch.setattr(function.Launcher, "launch",
+                        lambda self, grid, args: got.append((self.function.name, grid)))
+    o = torch.empty_like(q)
+    buffers = torch_ops.allocate(torch_ops.forward_buffers(plan.shape, plan.tiles,
+                                                            plan.smooth_q, plan.fine), q.device)
+    values = torch_ops._scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
+    values.update(buffers)
+    sequence = forward_sequence(plan.smooth_k, plan.fine)
+    per_sm = persistent.programs_per_sm()
+    tiles = 512 // 64 * 2 * 1  # query blocks x heads x batch
+    for index in (3, 0, 3):
+        torch_ops._launch(sequence, plan, values, torch.device("cuda", index))
+        assert got[-1] == ("sagebwd_forward", (min(tiles, (2 + index) * per_sm), 1, 1))
+    assert asked == [3, 0]  # made once per device
+    assert torch_ops._persistent_sms(plan, torch.device("cpu")) == 1
+    default = torch_ops.plan_of(q, k, **dict(PLAN_ARGS, tiles=Tiles(64, 64, 4)))
+    assert torch_ops._persistent_sms(default, torch.device("cuda", 3)) == 0
 
 
 # -- sage.attention without the op's dispatcher --------------------------------------

@@ -201,10 +201,11 @@ _LAUNCHES: dict[tuple, tuple[Plan, tuple[_Launch, ...]]] = {}
 
 
 def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
-                   direct: bool) -> tuple[_Launch, ...]:
-    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan``."""
+                   direct: bool, device: torch.device) -> tuple[_Launch, ...]:
+    """The :class:`_Launch` of each kernel of ``sequence`` under ``plan`` on
+    ``device``."""
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
-    all_grids = grids(plan.shape, plan.tiles, **flags, sms=_persistent_sms(plan))
+    all_grids = grids(plan.shape, plan.tiles, **flags, sms=_persistent_sms(plan, device))
     launches = []
     for name in sequence:
         kwargs = dict(plan.tiles.options(name, **flags),
@@ -220,19 +221,22 @@ def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
     return tuple(launches)
 
 
-def _persistent_sms(plan: Plan) -> int:
-    """The multiprocessors a persistent forward plan's grid fills (the current
-    CUDA device's), else 0."""
+def _persistent_sms(plan: Plan, device: torch.device) -> int:
+    """The multiprocessors a persistent forward plan's grid fills: those of
+    ``device``, where the kernels run (one for CPU tensors, which the
+    interpreter runs), else 0."""
     if not plan.tiles.forward_tiles(plan.fine, plan.smooth_q).persistent:
         return 0
-    return sm_count(torch.cuda.current_device())
+    if device.type != "cuda":
+        return 1
+    return sm_count(torch.cuda.current_device() if device.index is None else device.index)
 
 
 def _launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
-              direct: bool) -> tuple[_Launch, ...]:
-    """:func:`_make_launches`, kept per plan."""
-    return _per_plan(_LAUNCHES, plan, (sequence, store_p_ds, direct),
-                     lambda: _make_launches(sequence, plan, store_p_ds, direct))
+              direct: bool, device: torch.device) -> tuple[_Launch, ...]:
+    """:func:`_make_launches`, kept per plan and device."""
+    return _per_plan(_LAUNCHES, plan, (sequence, store_p_ds, direct, device),
+                     lambda: _make_launches(sequence, plan, store_p_ds, direct, device))
 
 
 def _launch(sequence: tuple[str, ...], plan: Plan, values: Mapping[str, Any],
@@ -244,7 +248,7 @@ def _launch(sequence: tuple[str, ...], plan: Plan, values: Mapping[str, Any],
         KeyError: naming the kernel and the parameter ``values`` lacks.
     """
     cuda = device.type == "cuda"
-    for launch in _launches(sequence, plan, store_p_ds, direct_kv):
+    for launch in _launches(sequence, plan, store_p_ds, direct_kv, device):
         try:
             args = launch.arguments(values)
         except KeyError:
@@ -375,8 +379,8 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
             v: torch.Tensor | None = None) -> Plan:
     """The :class:`Plan` of checked (B, H, N, D) / (B, Hkv, Nkv, D) views (sizes
     may be symbolic: the fake implementations of the ``sage::`` ops use it).
-    One object per key (sizes, dtype, arguments): what is derived from a plan
-    is kept by it.
+    One object per key (device, sizes, dtype, arguments): what is derived
+    from a plan is kept by it.
 
     Without ``tiles`` the forward's plan is the tuner's (:func:`_tuned`), asked
     when a key's plan is first made: where ``v`` is given and timing is
@@ -385,8 +389,11 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
     that a later call could still tune (made under capture or tracing, with
     no winner known) is not kept.
     """
-    key = (q.shape, k.shape[1], k.shape[2], q.dtype, causal, sm_scale, smooth_k, smooth_q,
-           scales, tiles, type(causal), type(sm_scale), type(smooth_k), type(smooth_q))
+    # The device too: a plan's launches (a persistent grid's size) and its
+    # tuned forward plan are those of its device.
+    key = (q.device, q.shape, k.shape[1], k.shape[2], q.dtype, causal, sm_scale, smooth_k,
+           smooth_q, scales, tiles, type(causal), type(sm_scale), type(smooth_k),
+           type(smooth_q))
     try:
         plan = _PLANS.get(key)
     except TypeError:  # symbolic sizes: planned each time
@@ -466,7 +473,8 @@ def _forward_timer(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     device = q.get_device()
 
     def time_candidate(candidate: ForwardTiles) -> float:
-        (launch,) = _make_launches(sequence[-1:], _with_forward(plan, candidate), False, False)
+        (launch,) = _make_launches(sequence[-1:], _with_forward(plan, candidate), False, False,
+                                   q.device)
         args = launch.arguments(values)
         return tuning.time_launch(lambda: launch.launcher.launch(launch.grid, args), device)
     return time_candidate
