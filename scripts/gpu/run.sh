@@ -134,9 +134,12 @@ for stage in "${stages[@]}"; do
     profile)
       for d in 64 128; do
         # Launches 0-1 are the first call's (compiling) forward and backward;
-        # profile the second call's. The report's details (stall reasons
-        # included) and its per-SASS-instruction source page come back as text.
-        ncu --kernel-name regex:'sagebwd_(forward|backward)$' --launch-skip 2 --launch-count 2 \
+        # profile the second call's. The plan tuner stays off: its timing
+        # launches of the forward would take those places (the eleventh
+        # session's profile caught two forwards and no backward). The report's
+        # details (stall reasons included) and its per-SASS-instruction source
+        # page come back as text.
+        SAGE_TUNE_ATTENTION=0 ncu --kernel-name regex:'sagebwd_(forward|backward)$' --launch-skip 2 --launch-count 2 \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
           --section ComputeWorkloadAnalysis --section SourceCounters --import-source no \
