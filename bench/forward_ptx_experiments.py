@@ -4,9 +4,10 @@ Questions that would take a compiler feature to ask properly are asked here
 first, on the PTX the compiler emits for the default plan (non-causal, fine
 scales, bf16): each variant is a text rewrite that keeps the per-program
 arithmetic, so its O must equal the default's bit for bit (but for
-``ex2-emulation``), and only the schedule changes. The JIT loads a variant through ``SAGE_OVERRIDE_DIR``;
-each variant runs in a process of its own (the JIT's caches), the default
-first (its O is the reference), and the list is repeated to show the noise.
+``ex2-emulation``), and only the schedule changes. The JIT loads a variant
+through ``SAGE_OVERRIDE_DIR``; each variant runs in a process of its own
+(the JIT's caches), with the plan tuner off, the default first (its O is the
+reference), and the list is repeated to show the noise.
 
 Variants (``--variants``):
 
@@ -53,7 +54,7 @@ import common  # noqa: E402  (bench/common.py)
 
 common.add_python_path()
 
-#: The forward's launch threads and the barriers the rewrites use.
+#: The first named barrier of the turns (1..R are the programs' own barriers).
 TURN_BARRIER = 4
 
 
