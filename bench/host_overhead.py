@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--causal", action="store_true")
     args = parser.parse_args(argv)
     import sage  # noqa: PLC0415
-    from sage.kernels.device import sm_count  # noqa: PLC0415
     from sage.kernels.sagebwd import torch_ops  # noqa: PLC0415
     from sage.kernels.sagebwd.launch import (constexprs, forward_buffers,  # noqa: PLC0415
                                              forward_sequence, grids, runtime_args,
@@ -72,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
     name = "sagebwd_forward"
     kernel = torch_ops.JIT_KERNELS[name]
-    # The device's multiprocessors size a persistent plan's grid (the tuner's choice).
-    launch = (grids(plan.shape, plan.tiles, **flags, sms=sm_count(q.get_device()))[name],
+    # Sized as the launches size it (a persistent plan: the device's multiprocessors).
+    sms = torch_ops._persistent_sms(plan, q.device)
+    launch = (grids(plan.shape, plan.tiles, **flags, sms=sms)[name],
               runtime_args(name, values),
               plan.tiles.options(name, **flags),
               constexprs(name, plan.shape, plan.tiles, causal=causal, smooth_k=True,

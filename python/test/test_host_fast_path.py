@@ -424,11 +424,7 @@ def test_launches_pass_what_the_launch_helpers_give(monkeypatch, causal, smooth_
     got = []
     monkeypatch.setattr(function.Launcher, "launch",
                         lambda self, grid, args: got.append((self, grid, args)))
-    o = torch.empty_like(q)
-    buffers = torch_ops.allocate(torch_ops.forward_buffers(plan.shape, plan.tiles,
-                                                            plan.smooth_q, plan.fine), q.device)
-    values = torch_ops._scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
-    values.update(buffers)
+    values, _ = torch_ops._forward_values(plan, q, k, v, torch.empty_like(q), q.device)
     sequence = forward_sequence(plan.smooth_k, plan.fine)
     torch_ops._launch(sequence, plan, values, torch.device("cuda", 0))
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
@@ -459,11 +455,7 @@ def test_a_persistent_grid_is_sized_by_the_launch_device(monkeypatch):
     got = []
     monkeypatch.setattr(function.Launcher, "launch",
                         lambda self, grid, args: got.append((self.function.name, grid)))
-    o = torch.empty_like(q)
-    buffers = torch_ops.allocate(torch_ops.forward_buffers(plan.shape, plan.tiles,
-                                                            plan.smooth_q, plan.fine), q.device)
-    values = torch_ops._scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
-    values.update(buffers)
+    values, _ = torch_ops._forward_values(plan, q, k, v, torch.empty_like(q), q.device)
     sequence = forward_sequence(plan.smooth_k, plan.fine)
     per_sm = persistent.programs_per_sm()
     tiles = 512 // 64 * 2 * 1  # query blocks x heads x batch
