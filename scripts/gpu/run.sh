@@ -16,8 +16,8 @@
 #               extra arguments in SAGE_TILES_ARGS, e.g. --d 128 --causal no --plans default)
 #     forward-experiments  bench/forward_ptx_experiments.py (the SageBwd forward's schedule
 #               varied by rewriting its PTX: programs sharing a CTA and taking turns, S in two
-#               halves; extra arguments in SAGE_EXPERIMENT_ARGS, e.g. --d 64 --variants default
-#               replicas:2)
+#               halves, exponentials on the FMA pipe; extra arguments in SAGE_EXPERIMENT_ARGS,
+#               e.g. --d 64 --variants default replicas:2)
 #     tune      bench/tune_attention.py (the SageBwd forward's plan tuned at the shapes:
 #               each candidate's kernel time, the winners, the forward at the default and tuned
 #               plans; extra arguments in SAGE_TUNE_ARGS, e.g. --quick --cases d128-n4096-full)
@@ -139,7 +139,8 @@ for stage in "${stages[@]}"; do
         # session's profile caught two forwards and no backward). The report's
         # details (stall reasons included) and its per-SASS-instruction source
         # page come back as text.
-        SAGE_TUNE_ATTENTION=0 ncu --kernel-name regex:'sagebwd_(forward|backward)$' --launch-skip 2 --launch-count 2 \
+        SAGE_TUNE_ATTENTION=0 ncu --kernel-name regex:'sagebwd_(forward|backward)$' \
+          --launch-skip 2 --launch-count 2 \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
           --section ComputeWorkloadAnalysis --section SourceCounters --import-source no \
