@@ -4,7 +4,7 @@ Questions that would take a compiler feature to ask properly are asked here
 first, on the PTX the compiler emits for the default plan (non-causal, fine
 scales, bf16): each variant is a text rewrite that keeps the per-program
 arithmetic, so its O must equal the default's bit for bit (but for
-``ex2-emulation``), and only the schedule changes. The JIT loads a variant
+``ex2-emulation`` and ``integer-o``), and only the schedule changes. The JIT loads a variant
 through ``SAGE_OVERRIDE_DIR``; each variant runs in a process of its own
 (the JIT's caches), with the plan tuner off, the default first (its O is the
 reference), and the list is repeated to show the noise.
@@ -25,6 +25,11 @@ Variants (``--variants``):
   warpgroups taking turns", without a producer and without shared K/V rings.
 * ``ex2-emulation:K``: every K-th exponential of the main loop computed on
   the FMA pipe (:func:`ex2_emulation`); P^, hence O, may differ slightly.
+* ``integer-o[:check]``: P^ V^ accumulated in its int32 registers across
+  the key blocks, without the per-element conversion and FMA of each trip
+  and without the units' rescaling (:func:`integer_o`; O differs): how fast
+  an "integer O" forward could be; ``check`` adds the per-trip test and
+  warp vote that such a forward needs, with a slow path that never runs.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -248,15 +253,105 @@ def ex2_emulation(ptx: str, every: int) -> str:
     return ptx[:group.end()] + body + ptx[end:]
 
 
+def _value_groups(ptx: str) -> list[re.Match[str]]:
+    """The wgmma groups (fence .. commit) that compute P^ V^ (u8 x s8)."""
+    return [g for g in re.finditer(r"\twgmma\.fence\.sync\.aligned;\n(.*?)"
+                                   r"wgmma\.commit_group\.sync\.aligned;", ptx, re.S)
+            if "s32.u8.s8" in g.group(1)]
+
+
+#: The shift factor above which the ``integer-o:check`` slow path would run:
+#: never (shift = 2^(u - u') <= 2^64), but ptxas cannot know.
+NEVER = 1.0e38
+
+
+def integer_o(ptx: str, check: bool = False) -> str:
+    """The main loop's P^ V^ accumulated by the tensor cores in its int32
+    registers across the key blocks (scale-d 1 from the first k-step), its
+    per-element conversion and FMA gone from the loop, O converted once
+    after it: the loop of an "integer O" forward without its rescaling (the
+    units' shifts are dropped, so O differs: a bound on that formulation's
+    speed). The trip still waits for its P^ V^: left in flight into the
+    next trip, it holds P^'s registers too, and at 168 registers ptxas then
+    serializes every wgmma. ``check``: each trip also tests its two rows'
+    shifts, votes across the warp and branches to an out-of-line rescale of
+    the accumulator (an arithmetic shift per element) that never runs: the
+    cost of the test that the real formulation needs."""
+    group = _value_groups(ptx)[0]  # the main loop's (the masked loop comes later)
+    body = group.group(1)
+    first = re.search(r"setp\.ne\.b32 p, (%r\d+), 0;", body)
+    if first is None:
+        raise ValueError("no scale-d predicate in the P^ V^ group")
+    zero = re.search(rf"mov\.b32 \t{re.escape(first[1])}, 0;", body)
+    if zero is None:
+        raise ValueError("the first P^ V^ k-step's scale-d is not a literal 0")
+    body = body[:zero.start()] + f"mov.b32 \t{first[1]}, 1;" + body[zero.end():]
+    accumulator = [r.strip() for r in re.search(
+        r"s32\.u8\.s8 \{([^}]*)\}", body)[1].split(",")]
+    ptx = ptx[:group.start(1)] + body + ptx[group.end(1):]
+    wait = "\twgmma.wait_group.sync.aligned 0;\n"
+    at = ptx.index(wait, group.start())
+    tail = ptx[at + len(wait):]
+    convert = {}  # float register -> accumulator register
+    update = []   # (O register, shift register, float register)
+    lines = tail.split("\n")
+    keep, i = [], 0
+    for i, line in enumerate(lines):
+        c = re.fullmatch(r"\tcvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);", line)
+        f = re.fullmatch(r"\tfma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", line)
+        if c and c[2] in accumulator:
+            convert[c[1]] = c[2]
+        elif f and f[4] in convert and f[1] == f[2]:
+            update.append((f[1], f[3], f[4]))
+        elif "// end inline asm" in line or not line.strip():
+            keep.append(line)
+        else:
+            break
+    if len(update) != len(accumulator):
+        raise ValueError(f"expected {len(accumulator)} O updates after the P^ V^ wait, "
+                         f"found {len(update)}")
+    shifts = sorted({s for _, s, _ in update})
+    test = ""
+    if check:
+        test = f"\tsetp.gt.f32 \t%xq, {shifts[0]}, {_f32(NEVER)};\n" + "".join(
+            f"\tsetp.gt.or.f32 \t%xq, {s}, {_f32(NEVER)}, %xq;\n" for s in shifts[1:])
+        test += "\tvote.sync.any.pred \t%xq, %xq, -1;\n\t@%xq bra \t$XRESCALE;\n$XBACK:\n"
+    ptx = ptx[:at] + wait + "\n".join(keep) + "\n" + test + "\n".join(lines[i:])
+    exit_label = re.search(r"@%p\d+ bra \t\$L__BB0_\d+;\n\tbra\.uni \t(\$L__BB0_\d+);",
+                           ptx[at:])
+    if exit_label is None:
+        raise ValueError("no loop exit after the P^ V^ group")
+    label = f"{exit_label[1]}:\n"
+    after = ptx.index(label, at) + len(label)
+    ptx = (ptx[:after] + wait + "".join(f"\tcvt.rn.f32.s32 \t{o}, {convert[fr]};\n"
+                                        for o, _, fr in update) + ptx[after:])
+    # The accumulator starts at 0 (ptxas serializes every wgmma when one
+    # may read registers that no instruction defined).
+    tid = re.search(r"\tmov\.u32 \t%r\d+, %tid\.x;\n", ptx)
+    ptx = (ptx[:tid.end()] + "".join(f"\tmov.b32 \t{a}, 0;\n" for a in accumulator)
+           + ptx[tid.end():])
+    decl = ptx.index("\t.reg .b32 \t%r<")
+    ptx = ptx[:decl] + "\t.reg .pred \t%xq;\n" + ptx[decl:]
+    if check:
+        rescale = ("$XRESCALE:\n" + wait
+                   + "".join(f"\tshr.s32 \t{a}, {a}, 1;\n" for a in accumulator)
+                   + "\tbra.uni \t$XBACK;\n")
+        end = ptx.rindex("\tret;\n") + len("\tret;\n")
+        ptx = ptx[:end] + rescale + ptx[end:]
+    return ptx
+
+
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``ex2-emulation:K`` or
-    ``replicas:R[:turns][:stagger=C]``.
+    """``default``, ``split-scores``, ``ex2-emulation:K``, ``integer-o[:check]``
+    or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
     if name in ("default", "split-scores"):
         return {"kind": name, "programs": 1}
+    if name in ("integer-o", "integer-o:check"):
+        return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
     parts = name.split(":")
     if parts[0] == "ex2-emulation" and len(parts) == 2 and parts[1].isdigit() \
             and int(parts[1]) > 0:
@@ -272,7 +367,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, ex2-emulation:K, "
-                     "replicas:R[:turns][:stagger=C])")
+                     "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
 def rewrite(ptx: str, spec: dict[str, Any]) -> str:
@@ -281,6 +376,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return split_scores(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
+    if spec["kind"] == "integer-o":
+        return integer_o(ptx, spec["check"])
     if spec["kind"] == "replicas":
         return replicas(ptx, spec["programs"], spec["turns"], spec["stagger"])
     return ptx

@@ -125,3 +125,35 @@ def test_ex2_emulation_arithmetic():
     big = x > -125
     assert np.max(np.abs(out[big] / np.exp2(x[big].astype(np.float64)) - 1)) < 8e-5
     assert np.all(out[~big] >= 0) and np.all(out[~big] < 1e-37)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_integer_o(forward_ptx, tmp_path, check):
+    ptx = experiments.integer_o(forward_ptx, check)
+    group = experiments._value_groups(ptx)[0]
+    accumulator = re.search(r"s32\.u8\.s8 \{([^}]*)\}", group.group(1)).group(1).split(", ")
+    # The first k-step accumulates: every k-step of the loop's P^ V^ reads
+    # its registers, which start at 0 at the kernel's top.
+    scale_d = re.search(r"setp\.ne\.b32 p, (%r\d+), 0;", group.group(1)).group(1)
+    assert f"mov.b32 \t{scale_d}, 1;" in group.group(1)
+    assert all(f"\tmov.b32 \t{a}, 0;\n" in ptx[:group.start()] for a in accumulator)
+    # The trip still waits for P^ V^, but converts nothing after it: the
+    # loop's conversions of the accumulator moved to the loop's exit.
+    after = ptx[group.end():]
+    assert after.startswith("\n\t// begin inline asm\n\twgmma.wait_group.sync.aligned 0;")
+    body = after[:after.index("bra.uni")]
+    assert "cvt.rn.f32.s32" not in body and "fma.rn.f32" not in body.split("@%xq")[0]
+    assert sum("cvt.rn.f32.s32 \t%r" in line and line.endswith(f", {a};")
+               for a in accumulator for line in after.split("\n")) == len(accumulator)
+    assert ("vote.sync.any.pred" in ptx) == check
+    assert ptx.count("shr.s32") - forward_ptx.count("shr.s32") == (len(accumulator) if check
+                                                                     else 0)
+    _assembles(ptx, tmp_path)
+
+
+def test_integer_o_names():
+    assert experiments.parse_variant("integer-o") == {"kind": "integer-o", "programs": 1,
+                                                      "check": False}
+    assert experiments.parse_variant("integer-o:check")["check"] is True
+    with pytest.raises(ValueError):
+        experiments.parse_variant("integer-o:fast")
