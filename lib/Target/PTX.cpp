@@ -152,7 +152,12 @@ std::string mlir::sage::describeKernels(ModuleOp module) {
             SageDialect::kGlobalScratchAttrName))
       global = bytes.getInt();
     os << "// sage.kernel name=" << func.getName() << " threads=" << threads
-       << " shared_memory=" << shared << " global_scratch=" << global << "\n";
+       << " shared_memory=" << shared << " global_scratch=" << global;
+    // Programs in clusters: the launcher checks the grid against it.
+    if (auto cluster = func->getAttrOfType<DenseI32ArrayAttr>(
+            NVVM::NVVMDialect::getClusterDimAttrName()))
+      os << " cluster=" << cluster[0];
+    os << "\n";
     // One line per host-encoded tensor map: the parameter and the fields'
     // host expressions (lists joined by ';').
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {

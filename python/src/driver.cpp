@@ -219,9 +219,13 @@ class Kernel {
 public:
   Kernel(const py::bytes &image, std::string name, int device, int threads,
          int sharedMemory, std::string signature,
-         const std::vector<MapSpec> &tensorMaps)
+         const std::vector<MapSpec> &tensorMaps, int cluster)
       : name(std::move(name)), signature(std::move(signature)), device(device),
-        threads(threads), sharedMemory(sharedMemory) {
+        threads(threads), sharedMemory(sharedMemory), cluster(cluster) {
+    if (cluster < 1)
+      throw py::value_error("kernel " + this->name +
+                            ": programs per cluster must be >= 1, got " +
+                            std::to_string(cluster));
     for (char c : this->signature)
       if (c != 'P' && c != 'i' && c != 'l' && c != 'f')
         throw py::value_error("bad kernel signature '" + this->signature +
@@ -300,6 +304,15 @@ public:
   /// Launches on `stream` (a CUstream/cudaStream_t as an integer).
   void launch(unsigned gridX, unsigned gridY, unsigned gridZ,
               std::uintptr_t stream, const py::tuple &args) const {
+    // The kernel's .reqnctapercluster groups the programs; the driver
+    // would reject a grid that does not split into whole clusters.
+    if (gridX % cluster)
+      throw py::value_error(
+          "kernel " + name + " runs its programs in clusters of " +
+          std::to_string(cluster) +
+          " along grid axis 0, so the grid's first "
+          "size must be a multiple of " +
+          std::to_string(cluster) + ", got " + std::to_string(gridX));
     size_t count = signature.size();
     if (args.size() != count)
       throw py::type_error("kernel " + name + " takes " +
@@ -375,7 +388,7 @@ public:
   }
 
   const std::string name, signature;
-  const int device, threads, sharedMemory;
+  const int device, threads, sharedMemory, cluster;
 
 private:
   /// Encodes each host tensor map for the arguments in `slots` (a map whose
@@ -545,15 +558,17 @@ void sage::python::registerDriver(py::module_ &m) {
   py::class_<Kernel>(m, "Kernel",
                      "A kernel loaded from a cubin or PTX image on a device")
       .def(py::init<const py::bytes &, std::string, int, int, int, std::string,
-                    const std::vector<MapSpec> &>(),
+                    const std::vector<MapSpec> &, int>(),
            py::arg("image"), py::arg("name"), py::arg("device"),
            py::arg("threads"), py::arg("shared_memory"), py::arg("signature"),
-           py::arg("tensor_maps") = std::vector<MapSpec>())
+           py::arg("tensor_maps") = std::vector<MapSpec>(),
+           py::arg("cluster") = 1)
       .def_readonly("name", &Kernel::name)
       .def_readonly("signature", &Kernel::signature)
       .def_readonly("device", &Kernel::device)
       .def_readonly("threads", &Kernel::threads)
       .def_readonly("shared_memory", &Kernel::sharedMemory)
+      .def_readonly("cluster", &Kernel::cluster)
       .def_property_readonly("num_regs",
                              [](const Kernel &k) {
                                return k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);

@@ -151,3 +151,23 @@ KERNELS = {
     "every_op": (every_op, [F16_PTR, BF16_PTR, I8_PTR, F32_PTR, F32_PTR, I32, F32],
                  dict(D=32, SCHEME=sl.int8_per_token.with_rounding("rna"))),
 }
+
+
+def cluster_sums(x, partial, out, N, CLUSTER: sl.constexpr, BLOCK: sl.constexpr):
+    """Programs in thread-block clusters of CLUSTER (launched with
+    ``num_ctas=CLUSTER``) combine partial results through global memory:
+    each sums its BLOCK of x (1 x N, f32) into partial[program]; after the
+    cluster barrier, each writes its cluster's total to out[program]."""
+    program = sl.program_id(0)
+    t = sl.load(x, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
+    sl.store(partial, sl.sum(t, axis=1), (0, program), (1, 1), (1, sl.num_programs(0)))
+    sl.cluster_barrier()
+    first = program - program % CLUSTER
+    parts = sl.load(partial, (1, CLUSTER), (0, first), (1, 1), (1, sl.num_programs(0)))
+    sl.store(out, sl.sum(parts, axis=1), (0, program), (1, 1), (1, sl.num_programs(0)))
+
+
+def cluster_sums_expected(x: np.ndarray, cluster: int, block: int) -> np.ndarray:
+    """What :func:`cluster_sums` writes to ``out``."""
+    partials = x.reshape(-1, block).sum(axis=1, dtype=np.float64)
+    return np.repeat(partials.reshape(-1, cluster).sum(axis=1), cluster)

@@ -19,6 +19,7 @@ struct FinalizeKernelsPass
     ModuleOp module = getOperation();
     int32_t warps = SageDialect::getNumWarps(module);
     std::optional<unsigned> maxnreg = SageDialect::getMaxnreg(module);
+    int32_t ctas = SageDialect::getNumCtas(module);
     Builder b(&getContext());
     module.walk([&](LLVM::LLVMFuncOp func) {
       if (!func->hasAttr(SageDialect::kKernelAttrName))
@@ -66,6 +67,11 @@ struct FinalizeKernelsPass
       // resident programs per SM and may cap registers (64 at 256 threads)
       // and spill; one program per SM as the floor lets it use the
       // registers the kernel needs.
+      // Programs in clusters (.reqnctapercluster): a plain launch then
+      // groups them, and its grid's axis 0 must be a multiple.
+      if (ctas > 1)
+        func->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                      b.getDenseI32ArrayAttr({ctas, 1, 1}));
       if (maxnreg)
         func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
                       b.getI32IntegerAttr(*maxnreg));

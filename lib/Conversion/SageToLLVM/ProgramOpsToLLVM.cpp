@@ -48,6 +48,20 @@ struct NumProgramsLowering : public OpConversionPattern<NumProgramsOp> {
   }
 };
 
+// barrier.cluster.arrive (release) then barrier.cluster.wait (acquire),
+// both .aligned: every thread of the program executes the op.
+struct ClusterBarrierLowering : public OpConversionPattern<ClusterBarrierOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(ClusterBarrierOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    NVVM::ClusterArriveOp::create(rw, loc, rw.getUnitAttr());
+    NVVM::ClusterWaitOp::create(rw, loc, rw.getUnitAttr());
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct AddPtrLowering : public OpConversionPattern<AddPtrOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
@@ -64,6 +78,6 @@ struct AddPtrLowering : public OpConversionPattern<AddPtrOp> {
 
 void mlir::sage::populateProgramOpsToLLVMPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ProgramIdLowering, NumProgramsLowering, AddPtrLowering>(
-      converter, patterns.getContext());
+  patterns.add<ProgramIdLowering, NumProgramsLowering, ClusterBarrierLowering,
+               AddPtrLowering>(converter, patterns.getContext());
 }

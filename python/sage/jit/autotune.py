@@ -39,7 +39,8 @@ from sage.jit.specialize import ArgumentError
 #: Options of Triton's ``Config`` that sage has no launch equivalent of, and
 #: what to do instead.
 _FOREIGN_OPTIONS = {
-    "num_ctas": "sage launches no thread-block clusters",
+    "num_ctas": "pass num_ctas to the launch: a kernel's clusters are part of its design "
+                "(sl.cluster_barrier), not a tuning choice",
     "pre_hook": "give autotune reset_to_zero= or restore_value= for the arguments the "
                 "benchmark runs change",
     "ir_override": "use SAGE_OVERRIDE_DIR",

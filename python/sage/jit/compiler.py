@@ -96,8 +96,8 @@ class CompiledKernel:
     ``stages`` holds every product by SAGE_DUMP stage name (``ir``, ``ptx``,
     ``cubin``, ...); ``origin`` says where it came from: "compiled",
     "cache", or "override:<path>". ``num_warps``, ``maxnreg``,
-    ``num_stages`` and ``tensor_maps`` are its launch options, together
-    :attr:`options`.
+    ``num_stages``, ``tensor_maps`` and ``num_ctas`` are its launch options,
+    together :attr:`options`.
     """
 
     name: str
@@ -112,6 +112,7 @@ class CompiledKernel:
     origin: str
     num_stages: int = DEFAULT_NUM_STAGES
     tensor_maps: str | None = None
+    num_ctas: int = 1
     info: KernelInfo = field(init=False)
     #: The launch options it was compiled for (made once: launches compare them).
     options: LaunchOptions = field(init=False, repr=False)
@@ -120,7 +121,7 @@ class CompiledKernel:
     def __post_init__(self) -> None:
         self.info = parse_kernel_header(self.ptx)[self.name]
         self.options = LaunchOptions(self.num_warps, self.maxnreg, self.num_stages,
-                                     self.tensor_maps)
+                                     self.tensor_maps, self.num_ctas)
 
     @property
     def ir(self) -> str:
@@ -157,7 +158,8 @@ class CompiledKernel:
             def load(image: bytes) -> Any:
                 return binding.Kernel(image, self.name, device, self.info.threads,
                                       self.info.shared_memory, self.signature,
-                                      [m.spec() for m in self.info.tensor_maps])
+                                      [m.spec() for m in self.info.tensor_maps],
+                                      self.info.cluster)
             if self.cubin:
                 try:
                     kernel = load(self.cubin)

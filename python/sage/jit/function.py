@@ -292,11 +292,12 @@ class JITFunction:
         """Runs the launch on the CPU with :func:`sage.language.interpret`
         (what :meth:`run` does under ``SAGE_INTERPRET=1``): numpy arrays,
         ``sl.Buffer`` or torch tensors, written in place. The launch options
-        are checked and ignored: warps, registers and stages never change
-        results."""
+        are checked; warps, registers and stages never change results, and
+        ``num_ctas`` runs the programs in clusters as a launch does."""
         from sage.jit.interpret import interpret
-        values, constexprs, _ = self.split(args, dict(kwargs))
-        interpret(self.fn, self.runtime_params, grid_dims(grid, values), values, constexprs)
+        values, constexprs, options = self.split(args, dict(kwargs))
+        interpret(self.fn, self.runtime_params, grid_dims(grid, values), values, constexprs,
+                  options.num_ctas)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self.name} is a sage kernel: launch it with "

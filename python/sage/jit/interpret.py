@@ -43,8 +43,9 @@ def _is_torch_tensor(value: Any) -> bool:
 
 
 def interpret(fn: Callable, runtime_params: tuple[Param, ...], grid: tuple[int, int, int],
-              values: dict[str, Any], constexprs: dict[str, Any]) -> None:
-    """Runs ``fn`` in the interpreter with the call's arguments."""
+              values: dict[str, Any], constexprs: dict[str, Any], num_ctas: int = 1) -> None:
+    """Runs ``fn`` in the interpreter with the call's arguments (in clusters
+    of ``num_ctas`` programs along grid axis 0)."""
     import sage.language as sl
 
     args, write_backs = [], []
@@ -54,6 +55,6 @@ def interpret(fn: Callable, runtime_params: tuple[Param, ...], grid: tuple[int, 
             value, write_back = _torch_to_host(param.name, value)
             write_backs.append(write_back)
         args.append(value)
-    sl.interpret(fn, grid, args, constexprs)
+    sl.interpret(fn, grid, args, constexprs, num_ctas)
     for write_back in write_backs:
         write_back()

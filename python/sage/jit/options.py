@@ -1,5 +1,5 @@
 """The launch options of a ``@sage.jit`` kernel: ``num_warps``, ``maxnreg``,
-``num_stages`` and ``tensor_maps``, the keyword arguments of a launch
+``num_stages``, ``tensor_maps`` and ``num_ctas``, the keyword arguments of a launch
 (``kernel[grid](..., num_warps=8)``) that are not kernel parameters.
 
 They travel through the JIT as one :class:`LaunchOptions`: part of the
@@ -35,6 +35,9 @@ class LaunchOptions:
         tensor_maps: where the TMA tensor maps are built, "host" (encoded
             by the launcher where the arguments determine them) or "device"
             (by every program); None: as SAGE_TENSOR_MAPS says.
+        num_ctas: programs per thread-block cluster along grid axis 0
+            (1-8; 1: no clusters). The grid's first size must be a
+            multiple; ``sl.cluster_barrier`` synchronises a cluster.
 
     Raises:
         ValueError: naming the option that is out of range.
@@ -44,6 +47,7 @@ class LaunchOptions:
     maxnreg: int | None = DEFAULT_MAXNREG
     num_stages: int = DEFAULT_NUM_STAGES
     tensor_maps: str | None = None
+    num_ctas: int = 1
     # Hashed on every launch (the in-memory key): computed once.
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -63,7 +67,7 @@ class LaunchOptions:
 
     def describe(self) -> str:
         """The options in words, for errors: ``num_warps=4, maxnreg=None,
-        num_stages=1 and tensor_maps=None``."""
+        num_stages=1, tensor_maps=None and num_ctas=1``."""
         words = [f"{name}={value!r}" for name, value in self.trace_kwargs().items()]
         return f"{', '.join(words[:-1])} and {words[-1]}"
 

@@ -60,7 +60,11 @@ class _Region:
 class IRBuilder:
     """Collects a kernel body as sage IR text while the kernel function runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, num_ctas: int = 1, arch: str = "sm_90a") -> None:
+        #: Programs per cluster and the target: sl.cluster_barrier checks them
+        #: where the kernel calls it (the verifier would name no Python line).
+        self.num_ctas = num_ctas
+        self.arch = arch
         self._count = 0
         self._regions = [_Region()]
         self._defined_in: dict[str, _Region] = {}
@@ -137,6 +141,15 @@ class IRBuilder:
 
     def num_programs(self, axis: int) -> str:
         return self._one(f"sage.num_programs {axis}")
+
+    def cluster_barrier(self) -> None:
+        if self.num_ctas < 2:
+            raise error("sl.cluster_barrier needs programs in clusters: launch with "
+                        "num_ctas > 1")
+        if not self.arch.startswith("sm_9"):
+            raise error(f"sl.cluster_barrier needs sm_90 (thread-block clusters), "
+                        f"the kernel targets {self.arch}")
+        self._op("sage.cluster_barrier", results=0)
 
     def addptr(self, pointer: Value, offset: Value) -> str:
         return self._one(f"sage.addptr {self._use(pointer)}, {self._use(offset)} : "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from sage.language.core import (DType, Int8Scheme, PointerType, TileType, Type, 
                                 element_of, float16, float32, int8, int32, int64)
 from sage.language.diagnostics import error
 from sage.language.kernel import check_arity, constexpr_values, kernel_signature, run_kernel
+from sage.language.tracer import check_num_ctas
 from sage.language.values import Value, using_backend
 
 _FROM_NUMPY = {np.dtype(d.numpy): d for d in (int8, int32, int64, float16, float32)}
@@ -97,9 +99,22 @@ def _ints(values: Sequence[Value]) -> list[int]:
 class Interpreter:
     """The numpy backend for one program of the grid."""
 
-    def __init__(self, program: tuple[int, int, int], grid: tuple[int, int, int]):
+    def __init__(self, program: tuple[int, int, int], grid: tuple[int, int, int],
+                 cluster: threading.Barrier | None = None):
         self.program = program
         self.grid = grid
+        #: The barrier of this program's thread-block cluster (None: none).
+        self.cluster = cluster
+
+    def cluster_barrier(self) -> None:
+        if self.cluster is None:
+            raise error("sl.cluster_barrier needs programs in clusters: launch with "
+                        "num_ctas > 1")
+        try:
+            self.cluster.wait()
+        except threading.BrokenBarrierError:
+            # Another program of the cluster failed; its error is the one raised.
+            raise _ClusterAborted() from None
 
     def constant(self, value: int | float | bool, type_: Type) -> Any:
         shape = type_.shape if isinstance(type_, TileType) else ()
@@ -238,19 +253,67 @@ def _grid(grid: int | Sequence[int]) -> tuple[int, int, int]:
     return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+class _ClusterAborted(Exception):
+    """A program of a cluster left its barrier because another one failed."""
+
+
+def _run_cluster(fn: Callable, signature: Any, arguments: list, constants: dict,
+                 programs: list[tuple[int, int, int]], dims: tuple[int, int, int]) -> None:
+    """The programs of one thread-block cluster, each in a thread of its own
+    (their sl.cluster_barrier is a threading.Barrier); the first error of
+    any of them is raised."""
+    barrier = threading.Barrier(len(programs))
+    errors: list[BaseException] = []
+
+    def program(where: tuple[int, int, int]) -> None:
+        try:
+            with np.errstate(all="ignore"), using_backend(Interpreter(where, dims, barrier)):
+                run_kernel(fn, signature, arguments, constants)
+        except _ClusterAborted:
+            pass
+        except BaseException as failure:  # noqa: BLE001  (re-raised by the caller)
+            errors.append(failure)
+            barrier.abort()
+
+    threads = [threading.Thread(target=program, args=(where,)) for where in programs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def interpret(fn: Callable, grid: int | Sequence[int], args: Sequence[Any],
-              constexprs: Mapping[str, Any] | None = None) -> None:
+              constexprs: Mapping[str, Any] | None = None, num_ctas: int = 1) -> None:
     """Runs kernel ``fn`` on the CPU for every program of ``grid`` (axis 0 fastest).
 
     ``args`` are the runtime arguments in order: numpy arrays (contiguous,
     used as flat memory and written in place by stores), :class:`Buffer`
     for bf16, and Python numbers (int: i32, or i64 if it needs it; float: f32).
+    ``num_ctas`` > 1 runs the programs in thread-block clusters of that many
+    along axis 0 (as a launch with ``num_ctas`` does): a cluster's programs
+    run together, in threads, so that ``sl.cluster_barrier`` can join them.
+
+    Raises:
+        ValueError: a grid or ``num_ctas`` the launch would reject.
     """
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(args), "arguments")
+    check_num_ctas(num_ctas)
     constants = constexpr_values(fn, signature, constexprs)
     arguments = [_argument(name, arg) for name, arg in zip(signature.runtime, args)]
     dims = _grid(grid)
+    if dims[0] % num_ctas:
+        raise ValueError(f"{fn.__name__} runs its programs in clusters of {num_ctas} along "
+                         f"grid axis 0, so the grid's first size must be a multiple of "
+                         f"{num_ctas}, got {dims[0]}")
+    if num_ctas > 1:
+        for z, y, x in itertools.product(*(builtins.range(d) for d in (dims[2], dims[1])),
+                                         builtins.range(0, dims[0], num_ctas)):
+            _run_cluster(fn, signature, arguments, constants,
+                         [(x + i, y, z) for i in builtins.range(num_ctas)], dims)
+        return
     with np.errstate(all="ignore"):
         for z, y, x in itertools.product(*(builtins.range(d) for d in reversed(dims))):
             with using_backend(Interpreter((x, y, z), dims)):

@@ -94,6 +94,18 @@ def num_programs(axis: int) -> Value:
     return Value(int32, backend().num_programs(_grid_axis(axis)))
 
 
+def cluster_barrier() -> None:
+    """Waits until every program of this thread-block cluster reaches it
+    (``sage.cluster_barrier``): a launch with ``num_ctas=C`` groups C
+    consecutive programs along grid axis 0, resident together. Writes made
+    before the barrier (global memory included) are visible to the
+    cluster's programs after it, so they can combine partial results
+    through global memory. Every program of the cluster must reach it the
+    same number of times. Needs ``num_ctas`` > 1 and sm_90.
+    """
+    backend().cluster_barrier()
+
+
 def addptr(pointer: Value, offset: Scalar) -> Value:
     """``pointer`` advanced by ``offset`` elements (``sage.addptr``; also ``ptr + n``)."""
     pointer = _pointer(pointer, "addptr's pointer")

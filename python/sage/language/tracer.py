@@ -55,13 +55,25 @@ def check_tensor_maps(tensor_maps: str | None) -> None:
         raise ValueError(f"tensor_maps must be 'host' or 'device', got {tensor_maps!r}")
 
 
+#: The largest thread-block cluster (the portable one: sage.num_ctas).
+MAX_NUM_CTAS = 8
+
+
+def check_num_ctas(num_ctas: int) -> None:
+    """Raises ValueError unless ``num_ctas`` is an int from 1 to :data:`MAX_NUM_CTAS`."""
+    if type(num_ctas) is not int or not 1 <= num_ctas <= MAX_NUM_CTAS:
+        raise ValueError(f"num_ctas must be an integer from 1 to {MAX_NUM_CTAS}, "
+                         f"got {num_ctas!r}")
+
+
 def check_launch_options(num_warps: int, maxnreg: int | None, num_stages: int,
-                         tensor_maps: str | None = None) -> None:
+                         tensor_maps: str | None = None, num_ctas: int = 1) -> None:
     """Raises ValueError naming the first launch option out of range."""
     check_num_warps(num_warps)
     check_maxnreg(maxnreg)
     check_num_stages(num_stages)
     check_tensor_maps(tensor_maps)
+    check_num_ctas(num_ctas)
 
 
 def _symbol(name: str) -> str:
@@ -81,7 +93,7 @@ def _parameter(name: str, spec: ArgSpec) -> str:
 def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, object],
           *, name: str | None = None, arch: str = "sm_90a", num_warps: int = 4,
           maxnreg: int | None = None, num_stages: int = 1,
-          tensor_maps: str | None = None) -> str:
+          tensor_maps: str | None = None, num_ctas: int = 1) -> str:
     """The sage IR module of ``fn`` specialised to ``arg_specs`` and ``constexprs``.
 
     ``arg_specs`` describe the non-constexpr parameters in order. The text is
@@ -94,19 +106,22 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     ``tensor_maps`` says where the TMA tensor maps are built: ``"host"``
     (encoded by the launcher where the kernel's arguments determine them;
     None means the same) or ``"device"`` (``sage.tensor_maps``).
+    ``num_ctas`` > 1 launches the programs in thread-block clusters of that
+    many consecutive programs along grid axis 0 (``sage.num_ctas``; their
+    ``sl.cluster_barrier`` waits for one another).
 
     Raises:
         CompilationError: the kernel is invalid (message starts with file:line).
-        ValueError: ``arch``, ``num_warps``, ``maxnreg``, ``num_stages`` or
-            ``tensor_maps`` is not supported.
+        ValueError: ``arch``, ``num_warps``, ``maxnreg``, ``num_stages``,
+            ``tensor_maps`` or ``num_ctas`` is not supported.
     """
     if arch not in TARGETS:
         raise ValueError(f"arch must be one of {', '.join(TARGETS)}, got {arch!r}")
-    check_launch_options(num_warps, maxnreg, num_stages, tensor_maps)
+    check_launch_options(num_warps, maxnreg, num_stages, tensor_maps, num_ctas)
     signature = kernel_signature(fn)
     check_arity(fn, signature, len(arg_specs), "argument specs")
     constants = constexpr_values(fn, signature, constexprs)
-    builder = IRBuilder()
+    builder = IRBuilder(num_ctas, arch)
     params, arguments = [], []
     for param, spec in zip(signature.runtime, arg_specs):
         if not isinstance(spec, ArgSpec):
@@ -119,6 +134,8 @@ def trace(fn: Callable, arg_specs: Sequence[ArgSpec], constexprs: Mapping[str, o
     extra = "" if maxnreg is None else f", sage.maxnreg = {maxnreg} : i32"
     if tensor_maps == "device":
         extra += ', sage.tensor_maps = "device"'
+    if num_ctas > 1:
+        extra += f", sage.num_ctas = {num_ctas} : i32"
     return (f'module attributes {{sage.target = "{arch}", sage.num_warps = {num_warps} : i32'
             f"{extra}}} {{\n"
             f"  func.func {_symbol(name or fn.__name__)}({', '.join(params)}) "

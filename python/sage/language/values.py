@@ -8,6 +8,7 @@ rule and error.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,25 +16,36 @@ from typing import Any
 from sage.language.core import DType, PointerType, TileType, Type, element_of
 from sage.language.diagnostics import error
 
-_BACKENDS: list[Any] = []
+# Per thread: the interpreter runs the programs of a thread-block cluster in
+# threads of their own, each with its backend.
+_STATE = threading.local()
+
+
+def _backends() -> list[Any]:
+    stack = getattr(_STATE, "backends", None)
+    if stack is None:
+        stack = _STATE.backends = []
+    return stack
 
 
 @contextmanager
 def using_backend(backend: Any) -> Iterator[Any]:
     """Makes ``backend`` (an IR builder or the interpreter) run the ``sl`` calls."""
-    _BACKENDS.append(backend)
+    stack = _backends()
+    stack.append(backend)
     try:
         yield backend
     finally:
-        _BACKENDS.pop()
+        stack.pop()
 
 
 def backend() -> Any:
     """The backend of the kernel being traced or interpreted."""
-    if not _BACKENDS:
+    stack = _backends()
+    if not stack:
         raise error("sage.language functions run only inside a kernel "
                     "(sl.trace, sl.interpret or @sage.jit)")
-    return _BACKENDS[-1]
+    return stack[-1]
 
 
 class Value:

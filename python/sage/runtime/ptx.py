@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 
 _HEADER = re.compile(
     r"^// sage\.kernel name=(?P<name>\S+) threads=(?P<threads>\d+) "
-    r"shared_memory=(?P<shared>\d+)(?: global_scratch=(?P<scratch>\d+))?$")
+    r"shared_memory=(?P<shared>\d+)(?: global_scratch=(?P<scratch>\d+))?"
+    r"(?: cluster=(?P<cluster>\d+))?$")
 
 
 _MAP = re.compile(
@@ -74,6 +75,8 @@ class KernelInfo:
     global_scratch: int = 0
     #: Tensor maps the launcher encodes, the kernel's last parameters.
     tensor_maps: tuple[HostTensorMap, ...] = ()
+    #: Programs per thread-block cluster along grid axis 0 (1: none).
+    cluster: int = 1
 
 
 def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
@@ -91,7 +94,7 @@ def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
         if match:
             kernels[match["name"]] = KernelInfo(
                 match["name"], int(match["threads"]), int(match["shared"]),
-                int(match["scratch"] or 0))
+                int(match["scratch"] or 0), cluster=int(match["cluster"] or 1))
         elif line.startswith("// sage.tensor_map"):
             found = _MAP.match(line.strip())
             if not found:

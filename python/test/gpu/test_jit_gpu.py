@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import sage
@@ -366,3 +367,24 @@ def test_bulk_reduction_adds_tiles(record, m, n, engine):
         assert torch.equal(out, 1 + x.sum(0))
         assert ("cp.reduce.async.bulk.tensor.2d" in compiled.ptx) == (tma and engine)
     record(f"jit_bulk_reduction[{m}x{n},engine={engine}]", "exact")
+
+
+def test_clusters_combine_partials_on_the_gpu(monkeypatch):
+    """Programs in clusters of 4 (num_ctas=4) exchange partial sums through
+    global memory across sl.cluster_barrier, as in the interpreter."""
+    from test_language_kernels import cluster_sums, cluster_sums_expected
+    kernel = sage.jit(cluster_sums)
+    programs, block = 64, 128
+
+    def make(device):
+        x = torch.randn(programs * block, generator=torch.Generator().manual_seed(3))
+        return [x.to(device), torch.zeros(programs, device=device),
+                torch.zeros(programs, device=device), programs * block]
+    gpu, cpu = run_both(kernel, (programs,), make, monkeypatch, CLUSTER=4, BLOCK=block,
+                        num_ctas=4)
+    expected = cluster_sums_expected(cpu[0].numpy(), 4, block)
+    np.testing.assert_allclose(gpu[2].cpu().numpy(), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cpu[2].numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert kernel.compile(*gpu, CLUSTER=4, BLOCK=block, num_ctas=4).compiled.info.cluster == 4
+    with pytest.raises(ValueError, match="multiple of 4, got 6"):
+        kernel[(6,)](*make("cuda"), CLUSTER=4, BLOCK=block, num_ctas=4)

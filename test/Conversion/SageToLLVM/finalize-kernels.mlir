@@ -25,6 +25,16 @@ module attributes {sage.num_warps = 4 : i32, sage.maxnreg = 128 : i32} {
 
 // -----
 
+// Programs in clusters of sage.num_ctas along axis 0 (.reqnctapercluster).
+module attributes {sage.num_warps = 4 : i32, sage.num_ctas = 8 : i32} {
+  // CHECK: llvm.func @clustered() attributes {nvvm.cluster_dim = array<i32: 8, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 1 : i32, sage.kernel}
+  llvm.func @clustered() attributes {sage.kernel} {
+    llvm.return
+  }
+}
+
+// -----
+
 // A host-encoded tensor map is a 128-byte parameter, 64-byte aligned, read
 // in place (grid constant); thread 0 prefetches it on entry.
 module attributes {sage.num_warps = 4 : i32} {

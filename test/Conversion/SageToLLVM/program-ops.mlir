@@ -1,4 +1,4 @@
-// RUN: sage-opt %s --convert-sage-to-llvm | FileCheck %s
+// RUN: sage-opt %s --split-input-file --convert-sage-to-llvm | FileCheck %s
 
 // CHECK-LABEL: func.func @ids
 // CHECK-SAME: (%[[P:.*]]: !llvm.ptr<1>, %[[OFF:.*]]: i64) -> (!llvm.ptr<1>, i32, i32, i32, i32)
@@ -16,4 +16,17 @@ func.func @ids(%p: !sage.ptr<bf16>, %off: i64) -> (!sage.ptr<bf16>, i32, i32, i3
   %q = sage.addptr %p, %off : !sage.ptr<bf16>
   // CHECK: return %[[Q]]
   return %q, %0, %1, %2, %3 : !sage.ptr<bf16>, i32, i32, i32, i32
+}
+
+// -----
+
+// A cluster barrier: arrive (release), then wait (acquire), every thread.
+module attributes {sage.target = "sm_90a", sage.num_ctas = 4 : i32} {
+  // CHECK-LABEL: func.func @cluster
+  func.func @cluster() {
+    // CHECK: nvvm.cluster.arrive {aligned}
+    // CHECK-NEXT: nvvm.cluster.wait {aligned}
+    sage.cluster_barrier
+    return
+  }
 }

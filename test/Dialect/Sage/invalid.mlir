@@ -68,6 +68,36 @@ module attributes {sage.maxnreg = 16 : i32} {}
 
 // -----
 
+// expected-error @+1 {{'sage.num_ctas' must be an integer from 1 to 8}}
+module attributes {sage.num_ctas = 16 : i32} {}
+
+// -----
+
+// expected-error @+1 {{'sage.num_ctas' applies to modules only}}
+func.func @k() attributes {sage.num_ctas = 2 : i32} { return }
+
+// -----
+
+module attributes {sage.target = "sm_90a"} {
+  func.func @k() {
+    // expected-error @+1 {{'sage.cluster_barrier' op needs a module whose programs run in clusters ('sage.num_ctas' > 1)}}
+    sage.cluster_barrier
+    return
+  }
+}
+
+// -----
+
+module attributes {sage.target = "sm_80", sage.num_ctas = 2 : i32} {
+  func.func @k() {
+    // expected-error @+1 {{'sage.cluster_barrier' op needs sm_90 or later (thread-block clusters), the module targets sm_80}}
+    sage.cluster_barrier
+    return
+  }
+}
+
+// -----
+
 // expected-error @+1 {{'sage.tensor_maps' applies to modules only}}
 func.func @k() attributes {sage.tensor_maps = "host"} { return }
 

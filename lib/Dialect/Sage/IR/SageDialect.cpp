@@ -35,6 +35,12 @@ std::optional<unsigned> SageDialect::getMaxnreg(ModuleOp module) {
   return std::nullopt;
 }
 
+unsigned SageDialect::getNumCtas(ModuleOp module) {
+  if (auto ctas = module->getAttrOfType<IntegerAttr>(kNumCtasAttrName))
+    return ctas.getInt();
+  return 1;
+}
+
 std::optional<TargetInfo> SageDialect::getTarget(ModuleOp module) {
   auto arch = module->getAttrOfType<StringAttr>(kTargetAttrName);
   return arch ? TargetInfo::get(arch.getValue()) : std::nullopt;
@@ -229,6 +235,15 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
     if (!regs || regs.getInt() < kMinMaxnreg || regs.getInt() > kMaxMaxnreg)
       return op->emitError() << "'" << name << "' must be an integer from "
                              << kMinMaxnreg << " to " << kMaxMaxnreg;
+    return success();
+  }
+  if (name == kNumCtasAttrName) {
+    auto ctas = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' applies to modules only";
+    if (!ctas || ctas.getInt() < 1 || ctas.getInt() > kMaxNumCtas)
+      return op->emitError()
+             << "'" << name << "' must be an integer from 1 to " << kMaxNumCtas;
     return success();
   }
   if (name == kTensorMapsAttrName) {

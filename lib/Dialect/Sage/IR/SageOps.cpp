@@ -53,6 +53,19 @@ LogicalResult NumProgramsOp::verify() {
   return verifyAxis(*this, getAxis(), 3);
 }
 
+LogicalResult ClusterBarrierOp::verify() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  if (!module || SageDialect::getNumCtas(module) < 2)
+    return emitOpError() << "needs a module whose programs run in clusters ('"
+                         << SageDialect::kNumCtasAttrName << "' > 1)";
+  std::optional<TargetInfo> target = SageDialect::getTarget(module);
+  if (target && target->getCapability() < 90)
+    return emitOpError() << "needs sm_90 or later (thread-block clusters), "
+                            "the module targets sm_"
+                         << target->getCapability();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//

@@ -81,6 +81,12 @@ def Sage_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kTargetAttrName = "sage.target";
     static constexpr ::llvm::StringLiteral kNumWarpsAttrName = "sage.num_warps";
     static constexpr ::llvm::StringLiteral kMaxnregAttrName = "sage.maxnreg";
+    /// On a module: its kernels' programs are launched in thread-block
+    /// clusters of this many along grid axis 0 (PTX .reqnctapercluster).
+    static constexpr ::llvm::StringLiteral kNumCtasAttrName = "sage.num_ctas";
+    /// The largest portable cluster (a larger one needs an opt-in per
+    /// kernel and may not fit every GPU's partitions).
+    static constexpr int64_t kMaxNumCtas = 8;
     static constexpr ::llvm::StringLiteral kNumStagesAttrName =
         "sage.num_stages";
     /// On an scf.for: split the kernel into a producer warpgroup that
@@ -122,6 +128,9 @@ def Sage_Dialect : Dialect {
     static unsigned getNumWarps(::mlir::ModuleOp module);
     /// The register cap of `module`'s kernels (sage.maxnreg), if any.
     static std::optional<unsigned> getMaxnreg(::mlir::ModuleOp module);
+    /// Programs per thread-block cluster of `module`'s kernels
+    /// (sage.num_ctas), 1 when unset.
+    static unsigned getNumCtas(::mlir::ModuleOp module);
     /// The target `module` is compiled for (sage.target), or nullopt when it
     /// has none (or an unknown one, which the verifier rejects).
     static std::optional<::mlir::sage::TargetInfo>

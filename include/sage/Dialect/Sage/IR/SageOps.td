@@ -35,6 +35,23 @@ def Sage_NumProgramsOp : Sage_Op<"num_programs", [Pure]> {
   let assemblyFormat = "$axis attr-dict";
 }
 
+def Sage_ClusterBarrierOp : Sage_Op<"cluster_barrier"> {
+  let summary = "wait for every program of this thread-block cluster";
+  let description = [{
+    Every thread of every program of the running program's cluster (the
+    module's `sage.num_ctas` consecutive programs along grid axis 0, from a
+    multiple of it) must reach the barrier before any passes it. Memory
+    writes (global or shared) made before it are visible to the cluster's
+    programs after it (release and acquire at cluster scope), so programs
+    that cooperate on one problem can exchange partial results through
+    global memory: the cluster's programs are resident together, so no
+    program waits for one that cannot start. Needs sm_90 and a module with
+    `sage.num_ctas` > 1.
+  }];
+  let hasVerifier = 1;
+  let assemblyFormat = "attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
