@@ -10,10 +10,10 @@ and the wall time per call (synchronised at the end): where the two agree,
 the host sets the pace. Rows:
 
 - ``sage.attention``: the public op (torch custom op, autograd, checks);
-- ``torch_ops.forward``: the checks, the plan, the buffers, four launches;
-- ``run_forward``: the buffers and four launches of a checked call;
+- ``torch_ops.forward``: the checks, the plan, the buffers, three launches;
+- ``run_forward``: the buffers and three launches of a checked call;
 - ``allocate``: the pre-pass and forward buffers alone;
-- ``launch x4``: the four kernel launches with their arguments built;
+- ``launches``: the three kernel launches with their arguments built;
 - ``kernel.run (forward)``: one JIT launch of the forward kernel.
 """
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     import sage  # noqa: PLC0415
     from sage.kernels.sagebwd import torch_ops  # noqa: PLC0415
     from sage.kernels.sagebwd.launch import (constexprs, forward_buffers,  # noqa: PLC0415
-                                             forward_sequence, grids, runtime_args,
+                                             FORWARD_SEQUENCE, grids, runtime_args,
                                              scalar_args, stride_args)
 
     shape = (4, 32, args.n, args.d)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch_ops.forward": lambda: torch_ops.forward(q, k, v, causal=causal),
         "run_forward": lambda: torch_ops.run_forward(plan, q, k, v),
         "allocate": lambda: torch_ops.allocate(specs, q.device),
-        "launch x4": lambda: torch_ops._launch(forward_sequence(True, plan.fine), plan, values,
+        "launches": lambda: torch_ops._launch(FORWARD_SEQUENCE, plan, values,
                                                q.device),
         "kernel.run (forward)": lambda: kernel.run(launch[0], *launch[1], **launch[2],
                                                    **launch[3]),

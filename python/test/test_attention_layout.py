@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 from sage.kernels.sagebwd import interpreted
-from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, ForwardTiles, Shape,
-                                         Tiles, backward_buffers, default_tiles,
-                                         emulation_blocks,
-                                         forward_buffers, forward_sequence, runtime_args,
-                                         runtime_params, scalar_args, stride_args,
-                                         strided_params)
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, FORWARD_SEQUENCE, KERNELS,
+                                         KV_CLUSTER, ForwardTiles, Shape, Tiles,
+                                         backward_buffers, default_tiles, emulation_blocks,
+                                         forward_buffers, grids, runtime_args, runtime_params,
+                                         scalar_args, stride_args, strided_params)
 from sage.reference import to_bf16
 from sage.reference.sagebwd import SageBwdConfig
 
@@ -66,13 +65,15 @@ def test_every_kernel_argument_has_a_source():
     names |= {"q", "k", "v", "o", "do"} | set(scalar_args(shape, 0.125))
     for tensor in ("q", "k", "v", "o", "do"):
         names |= set(stride_args(tensor, (1, 2, 3)))
-    for name in forward_sequence(True, True) + BACKWARD_SEQUENCE:
+    for name in FORWARD_SEQUENCE + BACKWARD_SEQUENCE:
         assert set(runtime_params(name)) <= names, (name, set(runtime_params(name)) - names)
-    assert set(forward_sequence(True, True) + BACKWARD_SEQUENCE) == set(KERNELS)
-    # The K and V statistics run for K-smoothing or V's fine scales.
-    assert forward_sequence(False, True)[0] == forward_sequence(True, False)[0] \
-        == "kv_stats_kernel"
-    assert forward_sequence(False, False)[0] == "quantize_q_kernel"
+    assert set(FORWARD_SEQUENCE + BACKWARD_SEQUENCE) == set(KERNELS)
+    # K's and V's statistics are quantize_kv_kernel's own (its clusters).
+    assert FORWARD_SEQUENCE == ("quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
+    assert tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False)["num_ctas"] \
+        == KV_CLUSTER
+    assert grids(shape, tiles, fine_scales=True, smooth_q=False)["quantize_kv_kernel"] \
+        == (KV_CLUSTER, 1, 1)
 
 
 def test_strided_params_are_the_16_bit_token_tensors():
@@ -82,9 +83,9 @@ def test_strided_params_are_the_16_bit_token_tensors():
 
 
 def test_runtime_args_names_what_is_missing():
-    with pytest.raises(KeyError, match="kv_stats_kernel: no value for k_mean"):
-        runtime_args("kv_stats_kernel", {"k": 0, "v": 0, "N_KV": 1, "H_KV": 1, "stride_kb": 0,
-                                         "stride_kh": 0, "stride_kn": 0})
+    with pytest.raises(KeyError, match="quantize_kv_kernel: no value for k_mean"):
+        runtime_args("quantize_kv_kernel", {"k": 0, "v": 0, "N_KV": 1, "H_KV": 1,
+                                            "stride_kb": 0, "stride_kh": 0, "stride_kn": 0})
 
 
 def test_default_forward_plans():

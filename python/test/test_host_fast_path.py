@@ -22,8 +22,8 @@ from sage.attention_checks import AttentionArgumentError  # noqa: E402
 from sage.jit import ArgumentError  # noqa: E402
 from sage.jit.compiler import CompiledKernel  # noqa: E402
 from sage.kernels.sagebwd import torch_ops  # noqa: E402
-from sage.kernels.sagebwd.launch import (ForwardTiles, Tiles, constexprs,  # noqa: E402
-                                         forward_sequence, grids, runtime_args, stride_args)
+from sage.kernels.sagebwd.launch import (FORWARD_SEQUENCE, ForwardTiles, Tiles,  # noqa: E402
+                                         constexprs, grids, runtime_args, stride_args)
 
 
 def scale(x, y, n, alpha, BLOCK: sl.constexpr = 64):
@@ -425,7 +425,7 @@ def test_launches_pass_what_the_launch_helpers_give(monkeypatch, causal, smooth_
     monkeypatch.setattr(function.Launcher, "launch",
                         lambda self, grid, args: got.append((self, grid, args)))
     values, _ = torch_ops._forward_values(plan, q, k, v, torch.empty_like(q), q.device)
-    sequence = forward_sequence(plan.smooth_k, plan.fine)
+    sequence = FORWARD_SEQUENCE
     torch_ops._launch(sequence, plan, values, torch.device("cuda", 0))
     flags = dict(fine_scales=plan.fine, smooth_q=plan.smooth_q)
     all_grids = grids(plan.shape, plan.tiles, **flags)
@@ -437,7 +437,7 @@ def test_launches_pass_what_the_launch_helpers_give(monkeypatch, causal, smooth_
         assert launcher.kwargs == dict(plan.tiles.options(name, **flags), **constexprs(
             name, plan.shape, plan.tiles, causal=causal, smooth_k=True, smooth_q=smooth_q,
             fine_scales=plan.fine))
-    with pytest.raises(KeyError, match="kv_stats_kernel: no value for k_mean"):
+    with pytest.raises(KeyError, match="quantize_kv_kernel: no value for k_mean"):
         torch_ops._launch(sequence, plan, {n: x for n, x in values.items() if n != "k_mean"},
                           torch.device("cuda", 0))
 
@@ -456,7 +456,7 @@ def test_a_persistent_grid_is_sized_by_the_launch_device(monkeypatch):
     monkeypatch.setattr(function.Launcher, "launch",
                         lambda self, grid, args: got.append((self.function.name, grid)))
     values, _ = torch_ops._forward_values(plan, q, k, v, torch.empty_like(q), q.device)
-    sequence = forward_sequence(plan.smooth_k, plan.fine)
+    sequence = FORWARD_SEQUENCE
     per_sm = persistent.programs_per_sm()
     tiles = 512 // 64 * 2 * 1  # query blocks x heads x batch
     for index in (3, 0, 3):

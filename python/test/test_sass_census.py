@@ -193,9 +193,9 @@ ptxas info    : Used 40 registers, 400 bytes cmem[0]
 
 def test_variants_are_what_the_speed_benchmark_runs():
     variants = census.sagebwd_variants()
-    assert len(variants) == 16
+    assert len(variants) == 14
     names = [v.name for v in variants]
-    assert names[:8] == ["kv_stats_kernel-d64", "quantize_q_kernel-d64", "quantize_kv_kernel-d64",
+    assert names[:7] == ["quantize_q_kernel-d64", "quantize_kv_kernel-d64",
                          "sagebwd_forward-d64", "sagebwd_forward-d64-causal",
                          "sagebwd_backward_prepass-d64", "sagebwd_backward-d64",
                          "sagebwd_backward-d64-causal"]
@@ -216,26 +216,28 @@ def _has_ptxas() -> bool:
 @pytest.mark.skipif(DISASSEMBLER is None or not _has_ptxas(),
                     reason="no ptxas (CUDA toolkit), or no cuobjdump or nvdisasm "
                     "(pip install -r python/requirements-dev.txt)")
-def test_end_to_end_kv_stats(library, tmp_path):
-    """Compiles the K and V statistics kernel (D=64, one loop over key blocks) and runs
-    the CLI."""
+def test_end_to_end_quantize_kv(library, tmp_path):
+    """Compiles the K and V pre-pass kernel (D=64: a statistics loop, then the
+    quantization loop over the program's key blocks) and runs the CLI."""
     out_json, out_md = tmp_path / "census.json", tmp_path / "census.md"
-    status = census.main([str(out_json), str(out_md), "--d", "64", "--kernels", "kv_stats",
+    status = census.main([str(out_json), str(out_md), "--d", "64", "--kernels", "quantize_kv",
                           "--sass-dir", str(tmp_path / "sass")])
     assert status == 0
     results = json.loads(out_json.read_text())
     assert results["errors"] == []
     (row,) = results["rows"]
-    warps = default_tiles(64).warps("kv_stats_kernel", fine_scales=True, smooth_q=False)
-    assert row["variant"] == "kv_stats_kernel-d64" and row["threads"] == 32 * warps
+    warps = default_tiles(64).warps("quantize_kv_kernel", fine_scales=True, smooth_q=False)
+    assert row["variant"] == "quantize_kv_kernel-d64" and row["threads"] == 32 * warps
     assert row["registers"] > 0 and row["spill_stores"] == 0
     body = row["loop_body"]
-    assert body is not None and sum(loop["in_body"] for loop in row["loops"]) >= 1
-    # The loop sums BLOCK_N rows of bf16 K into f32 and takes V's absmax: loads,
-    # FADDs and FMNMXs, no MUFU.
-    assert body["FADD"] > 0 and body["FMNMX"] > 0 and body["MUFU"] == 0 and body["F2I"] == 0
+    work = [loop for loop in row["loops"] if loop["work_loop"]]
+    assert len(work) == 2 and sum(loop["in_body"] for loop in work) == 1
+    # The body is the smaller, the quantization's: per-token absmax (FMNMX),
+    # a reciprocal per scale, bytes packed (PRMT) and stored, no exponentials.
+    assert body["FMNMX"] > 0 and body["PRMT"] > 0 and body.get("MUFU.EX2", 0) == 0
     assert 0 < body["total"] < row["whole"]["total"]
-    assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 32 * warps / (64 * 64))
-    assert (tmp_path / "sass" / "kv_stats_kernel-d64.sass").stat().st_size > 0
+    assert row["per_element"]["PRMT"] == pytest.approx(body["PRMT"] * 32 * warps
+                                                       / (2 * 64 * 64))
+    assert (tmp_path / "sass" / "quantize_kv_kernel-d64.sass").stat().st_size > 0
     assert results["disassembler"]["kind"] == DISASSEMBLER.kind
-    assert "kv_stats_kernel-d64" in out_md.read_text()
+    assert "quantize_kv_kernel-d64" in out_md.read_text()

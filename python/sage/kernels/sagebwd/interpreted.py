@@ -17,7 +17,7 @@ import numpy as np
 import sage.language as sl
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, Shape,
                                          ForwardTiles, Strides, Tiles, backward_buffers,
-                                         constexprs, forward_buffers, forward_sequence,
+                                         constexprs, forward_buffers, FORWARD_SEQUENCE,
                                          grids, int8_v, runtime_args, scalar_args,
                                          stride_args)
 from sage.reference.sagebwd import SageBwdConfig
@@ -73,10 +73,11 @@ def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConf
     # walk several tiles.
     all_grids = grids(shape, tiles, fine_scales=cfg.fine, smooth_q=cfg.smooth_q, sms=1)
     for name in sequence:
+        ctas = tiles.options(name, fine_scales=cfg.fine, smooth_q=cfg.smooth_q)["num_ctas"]
         sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
                      constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
                                 smooth_q=cfg.smooth_q, store_p_ds=store_p_ds,
-                                fine_scales=cfg.fine))
+                                fine_scales=cfg.fine), num_ctas=ctas)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     for name, tensor in tensors.items():
         values[name] = tensor.buffer
         values.update(stride_args(name, tensor.strides))
-    _run(forward_sequence(cfg.smooth_k, cfg.fine), shape, tiles, cfg, values)
+    _run(FORWARD_SEQUENCE, shape, tiles, cfg, values)
     # The INT8 V as (B*Hkv, Nkv, D): a view of the kernels' transposed copy.
     v_q = int8_v(buffers["v_qt"], shape.n_kv)
     saved = Saved(shape, tiles, cfg, dtype, layout, v=tensors["v"], o=tensors["o"], v_q=v_q,

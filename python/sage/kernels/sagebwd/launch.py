@@ -24,7 +24,7 @@ from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
-from sage.kernels.sagebwd.prepass import kv_stats_kernel, quantize_kv_kernel, quantize_q_kernel
+from sage.kernels.sagebwd.prepass import KV_CLUSTER, quantize_kv_kernel, quantize_q_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
 
@@ -140,12 +140,13 @@ class Tiles:
     def options(self, kernel: str, *, fine_scales: bool,
                 smooth_q: bool) -> dict[str, int | None]:
         """The launch options of the kernel named ``kernel``: ``num_warps``
-        (the consumers' of a warp-specialised forward) and ``maxnreg``
-        (keyword arguments of a launch or of ``sl.trace``)."""
+        (the consumers' of a warp-specialised forward), ``maxnreg`` and
+        ``num_ctas`` (keyword arguments of a launch or of ``sl.trace``)."""
         if kernel == "sagebwd_forward":
             plan = self.forward_tiles(fine_scales, smooth_q)
-            return {"num_warps": plan.num_warps, "maxnreg": plan.maxnreg}
-        return {"num_warps": self.num_warps, "maxnreg": None}
+            return {"num_warps": plan.num_warps, "maxnreg": plan.maxnreg, "num_ctas": 1}
+        return {"num_warps": self.num_warps, "maxnreg": None,
+                "num_ctas": KV_CLUSTER if kernel == "quantize_kv_kernel" else 1}
 
     def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
         """Warps per program of the kernel named ``kernel`` (:meth:`options`)."""
@@ -226,23 +227,22 @@ def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
     # (blocks, heads, batch): the kernels read head and batch from their own
     # axes (common.program_head), with no integer division.
     return {
-        "kv_stats_kernel": (hkv, b),
         "quantize_q_kernel": (nq, h, b),
-        "quantize_kv_kernel": (nk, hkv, b),
+        # One thread-block cluster per (batch, kv head).
+        "quantize_kv_kernel": (KV_CLUSTER, hkv, b),
         "sagebwd_forward": forward,
         "sagebwd_backward_prepass": (nq, h, b),
         "sagebwd_backward": (nk, h, b),
     }
 
 
-KERNELS = {f.__name__: f for f in (kv_stats_kernel, quantize_q_kernel, quantize_kv_kernel,
+KERNELS = {f.__name__: f for f in (quantize_q_kernel, quantize_kv_kernel,
                                    sagebwd_forward, sagebwd_backward_prepass,
                                    sagebwd_backward)}
 
 
 # The constexprs each kernel reads (for enumerating its variants).
-FLAGS = {"kv_stats_kernel": ("smooth_k", "fine_scales"),
-         "quantize_q_kernel": ("smooth_q", "fine_scales"),
+FLAGS = {"quantize_q_kernel": ("smooth_q", "fine_scales"),
          "quantize_kv_kernel": ("smooth_k", "fine_scales"),
          "sagebwd_forward": ("causal", "smooth_q", "fine_scales"),
          "sagebwd_backward_prepass": ("fine_scales",),
@@ -277,7 +277,6 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     group = shape.heads // shape.kv_heads
     return {
-        "kv_stats_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
         "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q, FINE_SCALES=fine),
         "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
@@ -414,6 +413,8 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8"),
         # Per channel over all the tokens (fine scales), else per block.
         "v_scale": BufferSpec((bhkv, d) if fine_scales else (bhkv, nk), "float32"),
+        # quantize_kv_kernel's partial statistics, exchanged in its clusters.
+        "kv_partials": BufferSpec((bhkv * 2 * KV_CLUSTER, d), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 
@@ -459,11 +460,9 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
     }
 
 
-def forward_sequence(smooth_k: bool, fine_scales: bool) -> tuple[str, ...]:
-    """The kernels of the forward, in launch order (the K and V statistics
-    only with smooth_k or fine scales: K's mean, V's channel scales)."""
-    return (("kv_stats_kernel",) if smooth_k or fine_scales else ()) + (
-        "quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
+#: The kernels of the forward, in launch order (quantize_kv_kernel takes K's
+#: mean and V's channel scales itself, with smooth_k or fine scales).
+FORWARD_SEQUENCE = ("quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
 
 
 BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
@@ -474,6 +473,7 @@ _POINTER_DTYPES = {
     "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
     "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_qt": sl.int8, "q_qt": sl.int8,
     **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
+                                     "kv_partials",
                                      "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
                                      "ds_out")},
 }

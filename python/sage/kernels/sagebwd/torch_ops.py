@@ -38,7 +38,7 @@ from sage.kernels.sagebwd import tuning
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, KERNELS, BufferSpec, ForwardTiles,
                                          Shape, Strides, Tiles, backward_buffers, constexprs,
                                          default_tiles, direct_kv, forward_buffers,
-                                         forward_sequence, grids, runtime_args,
+                                         FORWARD_SEQUENCE, grids, runtime_args,
                                          runtime_params, scalar_args, stride_args,
                                          strided_params)
 
@@ -468,8 +468,7 @@ def _forward_timer(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     q, k, v = unit_last_stride(q), unit_last_stride(k), unit_last_stride(v)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     values, _ = _forward_values(plan, q, k, v, o, q.device)
-    sequence = forward_sequence(plan.smooth_k, plan.fine)
-    _launch(sequence[:-1], plan, values, q.device)
+    _launch(FORWARD_SEQUENCE[:-1], plan, values, q.device)
     device = q.get_device()
 
     def time_candidate(candidate: ForwardTiles) -> float:
@@ -503,7 +502,7 @@ def run_forward(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {device}, "
                          f"got {tuple(o.shape)} {o.dtype} on {o.device}")
     values, buffers = _forward_values(plan, q, k, v, o, device)
-    _launch(forward_sequence(plan.smooth_k, plan.fine), plan, values, device)
+    _launch(FORWARD_SEQUENCE, plan, values, device)
     saved = Saved(plan, v=v, o=o,
                   **{name: buffers[name] for name in Saved.tensor_names() if name in buffers})
     return o, buffers["lse"], saved
