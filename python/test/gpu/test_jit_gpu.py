@@ -149,9 +149,9 @@ def test_argument_errors_name_the_argument():
                                             "specialisation: a 16-byte aligned pointer"):
         aligned[(4,)](x[1:], y, 1023, 1.0)
     with pytest.raises(ArgumentError, match=r"compiled for constexprs \{'BLOCK': 256\}, "
-                       r"num_warps=4, maxnreg=None, num_stages=1 and tensor_maps=None, "
-                       r"called with \{'BLOCK': 256\}, num_warps=4, maxnreg=64, "
-                       r"num_stages=1 and tensor_maps=None"):
+                       r"num_warps=4, maxnreg=None, num_stages=1, tensor_maps=None and "
+                       r"num_ctas=1, called with \{'BLOCK': 256\}, num_warps=4, maxnreg=64, "
+                       r"num_stages=1, tensor_maps=None and num_ctas=1"):
         aligned[(4,)](x, y, 1024, 1.0, maxnreg=64)
     with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None, num_stages=3 and"):
         aligned[(4,)](x, y, 1024, 1.0, num_stages=3)

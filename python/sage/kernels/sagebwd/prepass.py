@@ -129,15 +129,22 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
             scales = sl.max(partials(first + CLUSTER), axis=0) / 127.0
             scales = sl.where(scales < SMALLEST_NORMAL, 0.0, scales)
             store_vector(v_scale, scales, bh, D)
+    def tiles(row):
+        """K's and V's tiles at ``row`` (0 past Nkv). V is read in sigma16
+        order and stored as it is, over every padded slot (the block absmax
+        does not depend on the order)."""
+        return (load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D),
+                sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D),
+                        sigma16_rows=True))
+    # The next block's tiles are loaded before this one is quantized: a
+    # program walks its blocks one after another, and only loads in flight
+    # while it works hide the memory's latency.
+    next_k, next_v = tiles(rank * BLOCK_N)
     for row in sl.range(rank * BLOCK_N, N_KV, CLUSTER * BLOCK_N):
         block = row // BLOCK_N
-        kt = load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D).to(sl.float32)
-        # V is read before K is quantized, so that both tiles' loads are in
-        # flight together (the kernel is bound by memory, not arithmetic).
-        # Read in sigma16 order and stored as it is, over every padded slot;
-        # the block absmax does not depend on the order.
-        vt = sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D),
-                     sigma16_rows=True)
+        k_tile, vt = next_k, next_v
+        next_k, next_v = tiles(row + CLUSTER * BLOCK_N)
+        kt = k_tile.to(sl.float32)
         if SMOOTH_K:
             # Tail rows must stay 0, not -mean, or they would set the absmax.
             kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - mean, 0.0)
