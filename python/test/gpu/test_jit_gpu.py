@@ -153,9 +153,10 @@ def test_argument_errors_name_the_argument():
                        r"num_ctas=1, called with \{'BLOCK': 256\}, num_warps=4, maxnreg=64, "
                        r"num_stages=1, tensor_maps=None and num_ctas=1"):
         aligned[(4,)](x, y, 1024, 1.0, maxnreg=64)
-    with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None, num_stages=3 and"):
+    with pytest.raises(ArgumentError, match=r"called with .* maxnreg=None, num_stages=3, "
+                       r"tensor_maps=None and num_ctas=1"):
         aligned[(4,)](x, y, 1024, 1.0, num_stages=3)
-    with pytest.raises(ArgumentError, match=r"called with .* and tensor_maps='device'"):
+    with pytest.raises(ArgumentError, match=r"called with .* tensor_maps='device' and num_ctas=1"):
         aligned[(4,)](x, y, 1024, 1.0, tensor_maps="device")
     # Through the JIT itself a misaligned view is a new specialisation, not an error.
     kernel[(4,)](x[1:], y, 1023, 1.0)

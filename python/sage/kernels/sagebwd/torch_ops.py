@@ -472,8 +472,8 @@ def _forward_timer(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     device = q.get_device()
 
     def time_candidate(candidate: ForwardTiles) -> float:
-        (launch,) = _make_launches(sequence[-1:], _with_forward(plan, candidate), False, False,
-                                   q.device)
+        (launch,) = _make_launches(FORWARD_SEQUENCE[-1:], _with_forward(plan, candidate),
+                                   False, False, q.device)
         args = launch.arguments(values)
         return tuning.time_launch(lambda: launch.launcher.launch(launch.grid, args), device)
     return time_candidate
