@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -55,6 +56,28 @@ def test_a_failing_program_fails_its_cluster_without_a_hang():
     x = np.zeros(4, np.float32)
     with pytest.raises(sl.CompilationError, match="in-bounds element lies outside the buffer"):
         sl.interpret(failing, 4, [x], {"CLUSTER": 4}, num_ctas=4)
+
+
+def uneven_barriers(x, CLUSTER: sl.constexpr):
+    """Program r of a cluster reaches the barrier r + 1 times, then writes r + 1."""
+    rank = sl.program_id(0) % CLUSTER
+    for _ in sl.range(0, rank + 1):
+        sl.cluster_barrier()
+    sl.store(x, sl.full((1, 1), 1.0, sl.float32) + rank.to(sl.float32), (0, sl.program_id(0)),
+             (1, 1), (1, sl.num_programs(0)))
+
+
+def test_a_returned_program_no_longer_counts():
+    """As on the GPU (barrier.cluster.wait waits for the threads that have
+    not exited): programs that reach the barrier more often than the others
+    are released once the others return, instead of waiting forever."""
+    x = np.zeros(8, np.float32)
+    run = threading.Thread(target=sl.interpret, args=(uneven_barriers, 8, [x], {"CLUSTER": 4}),
+                           kwargs={"num_ctas": 4}, daemon=True)
+    run.start()
+    run.join(timeout=60)
+    assert not run.is_alive(), "the cluster's programs still wait at the barrier"
+    np.testing.assert_array_equal(x, [1, 2, 3, 4, 1, 2, 3, 4])
 
 
 def test_trace_records_the_clusters():

@@ -100,7 +100,7 @@ class Interpreter:
     """The numpy backend for one program of the grid."""
 
     def __init__(self, program: tuple[int, int, int], grid: tuple[int, int, int],
-                 cluster: threading.Barrier | None = None):
+                 cluster: _ClusterBarrier | None = None):
         self.program = program
         self.grid = grid
         #: The barrier of this program's thread-block cluster (None: none).
@@ -110,11 +110,7 @@ class Interpreter:
         if self.cluster is None:
             raise error("sl.cluster_barrier needs programs in clusters: launch with "
                         "num_ctas > 1")
-        try:
-            self.cluster.wait()
-        except threading.BrokenBarrierError:
-            # Another program of the cluster failed; its error is the one raised.
-            raise _ClusterAborted() from None
+        self.cluster.wait()
 
     def constant(self, value: int | float | bool, type_: Type) -> Any:
         shape = type_.shape if isinstance(type_, TileType) else ()
@@ -257,18 +253,59 @@ class _ClusterAborted(Exception):
     """A program of a cluster left its barrier because another one failed."""
 
 
+class _ClusterBarrier:
+    """The barrier of one cluster's programs, with the GPU's rule: it opens
+    when every program that has not returned has reached it (an exited
+    program no longer counts, as barrier.cluster.wait waits for the
+    non-exited threads only), so no program waits forever."""
+
+    def __init__(self, programs: int):
+        self._live, self._arrived, self._round = programs, 0, 0
+        self._broken = False
+        self._changed = threading.Condition()
+
+    def wait(self) -> None:
+        with self._changed:
+            if self._broken:
+                raise _ClusterAborted()
+            here = self._round
+            self._arrived += 1
+            self._open_if_complete()
+            while here == self._round and not self._broken:
+                self._changed.wait()
+            if here == self._round:
+                raise _ClusterAborted()
+
+    def leave(self) -> None:
+        """A program returned: the others stop waiting for it."""
+        with self._changed:
+            self._live -= 1
+            self._open_if_complete()
+
+    def abort(self) -> None:
+        """A program failed: the others leave the barrier (and raise)."""
+        with self._changed:
+            self._broken = True
+            self._changed.notify_all()
+
+    def _open_if_complete(self) -> None:
+        if self._arrived and self._arrived >= self._live:
+            self._arrived, self._round = 0, self._round + 1
+            self._changed.notify_all()
+
+
 def _run_cluster(fn: Callable, signature: Any, arguments: list, constants: dict,
                  programs: list[tuple[int, int, int]], dims: tuple[int, int, int]) -> None:
-    """The programs of one thread-block cluster, each in a thread of its own
-    (their sl.cluster_barrier is a threading.Barrier); the first error of
-    any of them is raised."""
-    barrier = threading.Barrier(len(programs))
+    """The programs of one thread-block cluster, each in a thread of its own,
+    joined at their sl.cluster_barrier; the first error of any is raised."""
+    barrier = _ClusterBarrier(len(programs))
     errors: list[BaseException] = []
 
     def program(where: tuple[int, int, int]) -> None:
         try:
             with np.errstate(all="ignore"), using_backend(Interpreter(where, dims, barrier)):
                 run_kernel(fn, signature, arguments, constants)
+            barrier.leave()
         except _ClusterAborted:
             pass
         except BaseException as failure:  # noqa: BLE001  (re-raised by the caller)

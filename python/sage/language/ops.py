@@ -100,8 +100,9 @@ def cluster_barrier() -> None:
     consecutive programs along grid axis 0, resident together. Writes made
     before the barrier (global memory included) are visible to the
     cluster's programs after it, so they can combine partial results
-    through global memory. Every program of the cluster must reach it the
-    same number of times. Needs ``num_ctas`` > 1 and sm_90.
+    through global memory. It waits for the cluster's programs that have not
+    returned (one that has returned no longer counts, as on the GPU). Needs
+    ``num_ctas`` > 1 and sm_90.
     """
     backend().cluster_barrier()
 
