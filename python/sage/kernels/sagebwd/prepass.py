@@ -136,14 +136,19 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
         return (load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D),
                 sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D),
                         sigma16_rows=True))
-    # The next block's tiles are loaded before this one is quantized: a
+    # The next two blocks' tiles are loaded before this one is quantized: a
     # program walks its blocks one after another, and only loads in flight
-    # while it works hide the memory's latency.
+    # while it works hide the memory's latency (one block ahead: 3% slower
+    # at D128; two programs an SM instead: 6% slower, the second read then
+    # misses L2 more; bench/results/2026-11-26-h100-prepass-one-pass.md).
+    step = CLUSTER * BLOCK_N
     next_k, next_v = tiles(rank * BLOCK_N)
-    for row in sl.range(rank * BLOCK_N, N_KV, CLUSTER * BLOCK_N):
+    later_k, later_v = tiles(rank * BLOCK_N + step)
+    for row in sl.range(rank * BLOCK_N, N_KV, step):
         block = row // BLOCK_N
         k_tile, vt = next_k, next_v
-        next_k, next_v = tiles(row + CLUSTER * BLOCK_N)
+        next_k, next_v = later_k, later_v
+        later_k, later_v = tiles(row + 2 * step)
         kt = k_tile.to(sl.float32)
         if SMOOTH_K:
             # Tail rows must stay 0, not -mean, or they would set the absmax.
