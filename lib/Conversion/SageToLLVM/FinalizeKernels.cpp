@@ -62,16 +62,16 @@ struct FinalizeKernelsPass
       func->setAttr(
           NVVM::NVVMDialect::getMaxntidAttrName(),
           b.getDenseI32ArrayAttr({(warps + producerWarps) * 32, 1, 1}));
-      // A register cap the kernel asked for (sage.maxnreg: more programs
-      // per SM). Otherwise: with only a thread cap, ptxas aims at several
-      // resident programs per SM and may cap registers (64 at 256 threads)
-      // and spill; one program per SM as the floor lets it use the
-      // registers the kernel needs.
       // Programs in clusters (.reqnctapercluster): a plain launch then
       // groups them, and its grid's axis 0 must be a multiple.
       if (ctas > 1)
         func->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                       b.getDenseI32ArrayAttr({ctas, 1, 1}));
+      // A register cap the kernel asked for (sage.maxnreg: more programs
+      // per SM). Otherwise: with only a thread cap, ptxas aims at several
+      // resident programs per SM and may cap registers (64 at 256 threads)
+      // and spill; one program per SM as the floor lets it use the
+      // registers the kernel needs.
       if (maxnreg)
         func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
                       b.getI32IntegerAttr(*maxnreg));

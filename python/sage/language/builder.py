@@ -143,9 +143,6 @@ class IRBuilder:
         return self._one(f"sage.num_programs {axis}")
 
     def cluster_barrier(self) -> None:
-        if self.num_ctas < 2:
-            raise error("sl.cluster_barrier needs programs in clusters: launch with "
-                        "num_ctas > 1")
         if not self.arch.startswith("sm_9"):
             raise error(f"sl.cluster_barrier needs sm_90 (thread-block clusters), "
                         f"the kernel targets {self.arch}")

@@ -105,11 +105,10 @@ class Interpreter:
         self.grid = grid
         #: The barrier of this program's thread-block cluster (None: none).
         self.cluster = cluster
+        #: Programs per cluster (sl.cluster_barrier checks it, as the tracer's).
+        self.num_ctas = cluster.programs if cluster is not None else 1
 
     def cluster_barrier(self) -> None:
-        if self.cluster is None:
-            raise error("sl.cluster_barrier needs programs in clusters: launch with "
-                        "num_ctas > 1")
         self.cluster.wait()
 
     def constant(self, value: int | float | bool, type_: Type) -> Any:
@@ -260,6 +259,7 @@ class _ClusterBarrier:
     non-exited threads only), so no program waits forever."""
 
     def __init__(self, programs: int):
+        self.programs = programs
         self._live, self._arrived, self._round = programs, 0, 0
         self._broken = False
         self._changed = threading.Condition()

@@ -104,7 +104,10 @@ def cluster_barrier() -> None:
     returned (one that has returned no longer counts, as on the GPU). Needs
     ``num_ctas`` > 1 and sm_90.
     """
-    backend().cluster_barrier()
+    runner = backend()
+    if runner.num_ctas < 2:
+        raise error("sl.cluster_barrier needs programs in clusters: launch with num_ctas > 1")
+    runner.cluster_barrier()
 
 
 def addptr(pointer: Value, offset: Scalar) -> Value:

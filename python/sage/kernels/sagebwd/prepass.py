@@ -19,8 +19,9 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_
 
 #: Key tiles a program of quantize_kv_kernel loads per trip of its
 #: statistics loop (all loaded before any is added: more loads in flight).
-#: On the H100 at B4 H32 N4K, as a kernel of its own: D64 0.059 ms with 2,
-#: 0.055 with 4; D128 0.097 either way.
+#: Measured on the statistics kernel this loop came from (one program per
+#: head, H100, B4 H32 N4K): D64 0.059 ms with 2, 0.055 with 4; D128 0.097
+#: either way.
 STATS_TILES = 4
 #: Programs per (batch, kv head) of quantize_kv_kernel: one thread-block
 #: cluster (the largest portable one), resident together.
@@ -129,6 +130,7 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
             scales = sl.max(partials(first + CLUSTER), axis=0) / 127.0
             scales = sl.where(scales < SMALLEST_NORMAL, 0.0, scales)
             store_vector(v_scale, scales, bh, D)
+
     def tiles(row):
         """K's and V's tiles at ``row`` (0 past Nkv). V is read in sigma16
         order and stored as it is, over every padded slot (the block absmax
