@@ -120,3 +120,9 @@ def test_bad_launch_signature_is_rejected():
     binding = load_binding()
     with pytest.raises(ValueError, match="bad kernel signature"):
         binding.Kernel(b"", "k", 0, 128, 0, "Px")
+
+
+def test_bad_cluster_size_is_rejected():
+    binding = load_binding()
+    with pytest.raises(ValueError, match="programs per cluster must be >= 1, got 0"):
+        binding.Kernel(b"", "k", 0, 128, 0, "P", [], 0)
