@@ -10,10 +10,10 @@ and the wall time per call (synchronised at the end): where the two agree,
 the host sets the pace. Rows:
 
 - ``sage.attention``: the public op (torch custom op, autograd, checks);
-- ``torch_ops.forward``: the checks, the plan, the buffers, three launches;
-- ``run_forward``: the buffers and three launches of a checked call;
+- ``torch_ops.forward``: the checks, the plan, the buffers, two launches;
+- ``run_forward``: the buffers and two launches of a checked call;
 - ``allocate``: the pre-pass and forward buffers alone;
-- ``launches``: the three kernel launches with their arguments built;
+- ``launches``: the two kernel launches with their arguments built;
 - ``kernel.run (forward)``: one JIT launch of the forward kernel.
 """
 

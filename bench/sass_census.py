@@ -565,7 +565,6 @@ ELEMENTS: dict[str, Elements] = {
     "sagebwd_forward": Elements("BLOCK_M * BLOCK_N", "score elements (S, P tile) per key block"),
     "sagebwd_backward": Elements("BLOCK_M * BLOCK_N",
                                  "score elements (S, P, dP, dS tile) per query block"),
-    "quantize_q_kernel": Elements("BLOCK_M * D", "Q elements per program (no loop)", False),
     "quantize_kv_kernel": Elements("2 * BLOCK_N * D",
                                    "K and V elements per trip of its smallest loop (the "
                                    "quantization's; the statistics' takes 4 tiles a trip)"),
@@ -574,7 +573,7 @@ ELEMENTS: dict[str, Elements] = {
 }
 
 #: The order kernels run in (pre-pass, forward, backward pre-pass, backward).
-KERNEL_ORDER = ("quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward",
+KERNEL_ORDER = ("quantize_kv_kernel", "sagebwd_forward",
                 "sagebwd_backward_prepass", "sagebwd_backward")
 
 

@@ -68,8 +68,9 @@ def test_every_kernel_argument_has_a_source():
     for name in FORWARD_SEQUENCE + BACKWARD_SEQUENCE:
         assert set(runtime_params(name)) <= names, (name, set(runtime_params(name)) - names)
     assert set(FORWARD_SEQUENCE + BACKWARD_SEQUENCE) == set(KERNELS)
-    # K's and V's statistics are quantize_kv_kernel's own (its clusters).
-    assert FORWARD_SEQUENCE == ("quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
+    # K's and V's statistics are quantize_kv_kernel's own (its clusters);
+    # the forward quantizes Q itself.
+    assert FORWARD_SEQUENCE == ("quantize_kv_kernel", "sagebwd_forward")
     assert tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False)["num_ctas"] \
         == KV_CLUSTER
     assert grids(shape, tiles, fine_scales=True, smooth_q=False)["quantize_kv_kernel"] \
@@ -79,7 +80,7 @@ def test_every_kernel_argument_has_a_source():
 def test_strided_params_are_the_16_bit_token_tensors():
     assert strided_params("sagebwd_backward") == ("v", "do")
     assert strided_params("quantize_kv_kernel") == ("k", "v")
-    assert strided_params("sagebwd_forward") == ("o",)
+    assert strided_params("sagebwd_forward") == ("q", "o")
 
 
 def test_runtime_args_names_what_is_missing():

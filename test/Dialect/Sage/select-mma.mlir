@@ -73,3 +73,29 @@ func.func @sigma16_loaded_a(%a: !sage.ptr<i8>, %n: i64, %b: tensor<64x64xi8>, %s
   return %o : tensor<64x64xf32>
 }
 }
+
+// -----
+
+// A computed outside the loop that runs the matmul goes through shared
+// memory (stored once, it holds no registers across the loop); one computed
+// in the loop stays in registers.
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// CHECK-LABEL: func.func @loop_invariant_a
+func.func @loop_invariant_a(%q: tensor<64x128xi8>, %k: tensor<64x128xi8>, %s: tensor<1x1xf32>,
+                            %n: index) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) {
+    // CHECK: contract(1, 1) using wgmma :
+    %s0 = sage.qmatmul %q[%s], %k[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    %inner = arith.addi %q, %k : tensor<64x128xi8>
+    // CHECK: contract(1, 1) using wgmma_reg_a
+    %s1 = sage.qmatmul %inner[%s], %k[%s] contract(1, 1) : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    %sum = arith.addf %s0, %s1 : tensor<64x64xf32>
+    %next = arith.addf %acc, %sum : tensor<64x64xf32>
+    scf.yield %next : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}
+}

@@ -5,6 +5,8 @@
 #include "sage/Dialect/Sage/IR/TargetInfo.h"
 #include "sage/Dialect/Sage/Transforms/Passes.h"
 
+#include "mlir/Interfaces/LoopLikeInterface.h"
+
 namespace mlir::sage {
 #define GEN_PASS_DEF_SAGESELECTMMA
 #include "sage/Dialect/Sage/Transforms/Passes.h.inc"
@@ -32,14 +34,19 @@ struct SelectMmaPass : public sage::impl::SageSelectMmaBase<SelectMmaPass> {
                                 lhs.getElementTypeBitWidth(), warps);
       // An A computed in the program (not loaded) already lives in
       // registers: wgmma takes it from there, unless A is contracted over
-      // its rows (a transposed A is only read from shared memory). A rhs in
-      // sigma16 order needs A in registers (the verifier ensures the
-      // contraction).
+      // its rows (a transposed A is only read from shared memory) or was
+      // computed outside the loop the matmul runs in (stored to shared
+      // memory once, it holds no registers across the loop: a forward's
+      // query block quantized before its key loop). A rhs in sigma16 order
+      // needs A in registers (the verifier ensures the contraction).
       auto q = dyn_cast<QMatmulOp>(op);
+      Value a = op->getOperand(0);
+      auto loop = op->getParentOfType<LoopLikeOpInterface>();
       bool aInRegisters =
           (q && q.getRhsSigma16()) ||
-          (!op->getOperand(0).getDefiningOp<LoadOp>() &&
-           op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt() == 1);
+          (!a.getDefiningOp<LoadOp>() &&
+           op->getAttrOfType<IntegerAttr>("lhs_contract_dim").getInt() == 1 &&
+           !(loop && loop.isDefinedOutsideOfLoop(a)));
       MmaKind kind = !wgmma         ? MmaKind::MmaSync
                      : aInRegisters ? MmaKind::WgmmaRegA
                                     : MmaKind::Wgmma;

@@ -147,6 +147,8 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     (they are not stored, but they take part in a block's absmax). With
     ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
     transposed_stride) tensor (:func:`store_transposed_rows`).
+    Returns the INT8 tile and its scales (a ``BLOCK x 1`` column per token,
+    else ``1 x 1``), as stored.
     """
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
@@ -158,6 +160,7 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
         store_rows(q_ptr, x_q, bh, row, rows, D)
     else:
         store_transposed_rows(q_ptr, x_q, bh, row, rows, transposed_stride, D)
+    return x_q, scale
 
 
 def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool, end=None):

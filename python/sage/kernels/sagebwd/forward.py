@@ -1,14 +1,19 @@
 """The SageBwd forward (spec 4.1 step 3-4): INT8 Q K^T, exp2 online softmax,
 per-token INT8 P~, INT8 P~ V, then O and the LSE.
 
+Each program first quantizes its own block of Q (spec 4.1 step 1 for Q,
+:func:`~sage.kernels.sagebwd.prepass.quantize_q_block`, stored for the
+backward): Q is read once, here, and K and V come quantized from the
+pre-pass launch.
+
 One program owns BLOCK_M query rows of one (batch, query head) and walks the
 key blocks of its kv head, in the FlashAttention forward's structure
 (:mod:`sage.kernels.flash.kernels`):
 
-* every INT8 operand is read through a view whose batch and head are leading
-  dimensions (Q^ and K^ as (B, heads, rows, D), V^T as (B, Hkv, D, padded
-  keys)), so the compiler copies its tiles by TMA with maps encoded on the
-  host, pipelined ``STAGES`` deep; with ``WARP_SPECIALIZE`` a producer
+* every INT8 operand of the key loop is read through a view whose batch and
+  head are leading dimensions (K^ as (B, Hkv, rows, D), V^T as (B, Hkv, D,
+  padded keys)), so the compiler copies its tiles by TMA with maps encoded
+  on the host, pipelined ``STAGES`` deep; with ``WARP_SPECIALIZE`` a producer
   warpgroup issues the K^ and V^T copies and the consumer warpgroups (64
   query rows each) meet it at mbarriers only, and with ``PING_PONG`` they
   take turns issuing their matmuls;
@@ -33,11 +38,13 @@ import sage.language as sl
 from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bias,
                                          kv_head_of, load_block_scale, load_scale,
                                          load_vector, padded_tokens, row_ids, smoothing_bias)
+from sage.kernels.sagebwd.prepass import quantize_q_block
 from sage.reference.sagebwd import UNIT_RANGE
 
 
-def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
-                    N, N_KV, BATCH, H, H_KV, stride_ob, stride_oh, stride_on, stride_vtd,
+def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse, qk_scale,
+                    N, N_KV, BATCH, H, H_KV, stride_qb, stride_qh, stride_qn,
+                    stride_ob, stride_oh, stride_on, stride_vtd,
                     D: sl.constexpr,
                     BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
                     SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False,
@@ -47,9 +54,10 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
                     PERSISTENT: sl.constexpr = False):
     """O and LSE of one block of BLOCK_M query rows.
 
-    q_q (B*H, N, D) i8 encodes c*Q (c = sm_scale * log2 e, Q-smoothed with
-    SMOOTH_Q, then q_mean (B*H, ceil(N/BLOCK_M), D) f32 holds the block
-    means); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
+    q (B, H, N, D) f16/bf16 with strides ``stride_q*``, quantized here into
+    q_q (B*H, N, D) i8, q_scale and (SMOOTH_Q) q_mean for the backward
+    (:func:`~sage.kernels.sagebwd.prepass.quantize_q_block`: c*Q, c =
+    ``qk_scale`` = sm_scale * log2 e); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
     i8, V^ transposed (key-contiguous: K-major for the tensor cores), its
     tokens in sigma16 order; *_scale: one f32 per block (with FINE_SCALES Q
     and K one per token, rows padded to 16 tokens, and V one per channel over
@@ -68,7 +76,6 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
     def tile(block, head, batch):
         """O and LSE of query block ``block`` of (``head``, ``batch``)."""
         kv_head = kv_head_of(head, GROUP)
-        bh = batch * H + head
         kv = batch * H_KV + kv_head
         row = block * BLOCK_M
         nkv_blocks = cdiv(N_KV, BLOCK_N)
@@ -81,10 +88,9 @@ def sagebwd_forward(q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse,
                            (heads.to(sl.int64) * count * D, count * D, D, 1),
                            (BATCH, heads, count, D))
 
-        qt = tokens(q_q, head, H, row, N, BLOCK_M)
-        # Per token, Q's scales are read over their padded row (0 past N).
-        sq = load_scale(q_scale, bh, block, row, padded_tokens(N), BLOCK_M, FINE_SCALES)
-        qbar = load_vector(q_mean, bh * blocks + block, D) if SMOOTH_Q else None
+        qt, sq, qbar = quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb,
+                                        stride_qh, stride_qn, batch, head, block, D, BLOCK_M,
+                                        SMOOTH_Q, FINE_SCALES)
         one = sl.full((1, 1), 1.0, sl.float32)
         # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
         ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)

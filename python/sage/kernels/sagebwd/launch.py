@@ -24,7 +24,7 @@ from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
-from sage.kernels.sagebwd.prepass import KV_CLUSTER, quantize_kv_kernel, quantize_q_kernel
+from sage.kernels.sagebwd.prepass import KV_CLUSTER, quantize_kv_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
 
@@ -227,7 +227,6 @@ def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
     # (blocks, heads, batch): the kernels read head and batch from their own
     # axes (common.program_head), with no integer division.
     return {
-        "quantize_q_kernel": (nq, h, b),
         # One thread-block cluster per (batch, kv head).
         "quantize_kv_kernel": (KV_CLUSTER, hkv, b),
         "sagebwd_forward": forward,
@@ -236,14 +235,13 @@ def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
     }
 
 
-KERNELS = {f.__name__: f for f in (quantize_q_kernel, quantize_kv_kernel,
+KERNELS = {f.__name__: f for f in (quantize_kv_kernel,
                                    sagebwd_forward, sagebwd_backward_prepass,
                                    sagebwd_backward)}
 
 
 # The constexprs each kernel reads (for enumerating its variants).
-FLAGS = {"quantize_q_kernel": ("smooth_q", "fine_scales"),
-         "quantize_kv_kernel": ("smooth_k", "fine_scales"),
+FLAGS = {"quantize_kv_kernel": ("smooth_k", "fine_scales"),
          "sagebwd_forward": ("causal", "smooth_q", "fine_scales"),
          "sagebwd_backward_prepass": ("fine_scales",),
          "sagebwd_backward": ("causal", "smooth_q", "fine_scales", "direct_kv")}
@@ -277,7 +275,6 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     group = shape.heads // shape.kv_heads
     return {
-        "quantize_q_kernel": dict(D=d, BLOCK_M=bm, SMOOTH_Q=smooth_q, FINE_SCALES=fine),
         "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
@@ -461,8 +458,9 @@ def backward_buffers(shape: Shape, tiles: Tiles, store_p_ds: bool,
 
 
 #: The kernels of the forward, in launch order (quantize_kv_kernel takes K's
-#: mean and V's channel scales itself, with smooth_k or fine scales).
-FORWARD_SEQUENCE = ("quantize_q_kernel", "quantize_kv_kernel", "sagebwd_forward")
+#: mean and V's channel scales itself, with smooth_k or fine scales; the
+#: forward quantizes Q).
+FORWARD_SEQUENCE = ("quantize_kv_kernel", "sagebwd_forward")
 
 
 BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")

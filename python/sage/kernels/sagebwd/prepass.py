@@ -1,4 +1,4 @@
-"""The forward pre-pass: K mean, smoothing, Q scaling and per-block INT8 of Q, K, V.
+"""The forward's quantization: K mean, smoothing, Q scaling and INT8 of Q, K, V.
 
 Spec sections 2, 3.1, 3.2 and 4.1 steps 1-2. Every quantization is
 ``sl.int8_per_block`` (scale absmax / 127, round to nearest even) over one
@@ -6,6 +6,11 @@ kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V; with FINE_SCALES, Q
 and K are ``sl.int8_per_token`` and V per channel over all its tokens
 (docs/sagebwd.md, "Scale granularity"). Rows past the end of a sequence are
 0 in every quantized tile, so they do not move the absmax.
+
+K and V are quantized by their own launch, :func:`quantize_kv_kernel`, before
+the forward: every query block reads all of them. A block of Q is read by
+one forward program only, which quantizes it itself
+(:func:`quantize_q_block`), so Q needs no launch of its own.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ STATS_TILES = 4
 KV_CLUSTER = 8
 
 
-def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
-                      stride_qn, D: sl.constexpr, BLOCK_M: sl.constexpr,
-                      SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False):
-    """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e) to INT8.
+def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
+                     stride_qn, batch, head, block, D: int, BLOCK_M: int, SMOOTH_Q: bool,
+                     FINE_SCALES: bool):
+    """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e)
+    to INT8, stored for the backward and returned to the caller. The
+    forward kernel quantizes its own query block with it: Q is read once,
+    and no launch of its own precedes the forward.
 
     q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
     q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N padded to 16) per token
@@ -39,21 +47,26 @@ def quantize_q_kernel(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride
     q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
     the block mean of ``c * Q`` over its valid rows is subtracted before
     quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
-    backward adds the dK bias term). Grid: (ceil(N/BLOCK_M), H, B).
+    backward adds the dK bias term).
+
+    Returns the INT8 tile, its scales (a BLOCK_M x 1 column per token, else
+    1 x 1) and, with SMOOTH_Q, the 1 x D mean (else None): the values stored.
     """
-    block = sl.program_id(0)
-    batch, head, bh = program_head(H)
+    bh = batch * H + head
     row = block * BLOCK_M
     nblocks = cdiv(N, BLOCK_M)
     q_base = head_base(q, batch, head, stride_qb, stride_qh)
     x = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D).to(sl.float32) * qk_scale
+    mean = None
     if SMOOTH_Q:
         count = sl.minimum(N - row, BLOCK_M).to(sl.float32)
         mean = sl.sum(x, axis=0) / count
         x = sl.where(row_ids(row, BLOCK_M) < N, x - mean, 0.0)
         store_vector(q_mean, mean, bh * nblocks + block, D)
-    quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D, FINE_SCALES,
-                      scale_rows=scale_row_length(N, BLOCK_M, FINE_SCALES))
+    q_tile, scale = quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D,
+                                      FINE_SCALES,
+                                      scale_rows=scale_row_length(N, BLOCK_M, FINE_SCALES))
+    return q_tile, scale, mean
 
 
 def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N_KV, H_KV,
@@ -98,14 +111,21 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     nblocks = cdiv(N_KV, BLOCK_N)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
-    mean = None
-    scales = None
-    if SMOOTH_K or FINE_SCALES:
+    def tiles(row):
+        """K's and V's tiles at ``row`` (0 past Nkv). V is read in sigma16
+        order and stored as it is, over every padded slot (the block absmax
+        does not depend on the order)."""
+        return (load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D),
+                sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D),
+                        sigma16_rows=True))
+    step = CLUSTER * BLOCK_N
+    stats = SMOOTH_K or FINE_SCALES
+    if stats:
         sums = sl.zeros((BLOCK_N, D), sl.float32)
         peaks = sl.zeros((BLOCK_N, D), sl.float32)
         # STATS_TILES of the program's blocks a trip (blocks past Nkv load as 0).
-        for start in sl.range(rank * BLOCK_N, N_KV, STATS_TILES * CLUSTER * BLOCK_N):
-            at = [start + i * CLUSTER * BLOCK_N for i in range(STATS_TILES)]
+        for start in sl.range(rank * BLOCK_N, N_KV, STATS_TILES * step):
+            at = [start + i * step for i in range(STATS_TILES)]
             k_tiles = [load_strided_rows(k_base, r, N_KV, stride_kn, BLOCK_N, D)
                        for r in at] if SMOOTH_K else []
             v_tiles = [load_strided_rows(v_base, r, N_KV, stride_vn, BLOCK_N, D)
@@ -114,6 +134,19 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
                 sums = sums + tile.to(sl.float32)
             for tile in v_tiles:
                 peaks = sl.maximum(peaks, sl.abs(tile.to(sl.float32)))
+    # The quantization keeps the next two blocks' tiles in flight while it
+    # works on one: a program walks its blocks one after another, and only
+    # loads in flight hide the memory's latency (one block ahead: 3% slower
+    # at D128; two programs an SM instead: 6% slower, the second read then
+    # misses L2 more; bench/results/2026-11-26-h100-prepass-one-pass.md).
+    # The first two are loaded before the statistics are reduced and the
+    # cluster meets, which they do not depend on: their latency hides
+    # behind that work and the wait.
+    next_k, next_v = tiles(rank * BLOCK_N)
+    later_k, later_v = tiles(rank * BLOCK_N + step)
+    mean = None
+    scales = None
+    if stats:
         # Rows bh*2*CLUSTER + rank (sums) and + CLUSTER (peaks).
         first = bh * (2 * CLUSTER)
         store_vector(kv_partials, sl.sum(sums, axis=0), first + rank, D)
@@ -130,22 +163,6 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
             scales = sl.max(partials(first + CLUSTER), axis=0) / 127.0
             scales = sl.where(scales < SMALLEST_NORMAL, 0.0, scales)
             store_vector(v_scale, scales, bh, D)
-
-    def tiles(row):
-        """K's and V's tiles at ``row`` (0 past Nkv). V is read in sigma16
-        order and stored as it is, over every padded slot (the block absmax
-        does not depend on the order)."""
-        return (load_strided_rows(k_base, row, N_KV, stride_kn, BLOCK_N, D),
-                sl.load(v_base, (BLOCK_N, D), (row, 0), (stride_vn, 1), (N_KV, D),
-                        sigma16_rows=True))
-    # The next two blocks' tiles are loaded before this one is quantized: a
-    # program walks its blocks one after another, and only loads in flight
-    # while it works hide the memory's latency (one block ahead: 3% slower
-    # at D128; two programs an SM instead: 6% slower, the second read then
-    # misses L2 more; bench/results/2026-11-26-h100-prepass-one-pass.md).
-    step = CLUSTER * BLOCK_N
-    next_k, next_v = tiles(rank * BLOCK_N)
-    later_k, later_v = tiles(rank * BLOCK_N + step)
     for row in sl.range(rank * BLOCK_N, N_KV, step):
         block = row // BLOCK_N
         k_tile, vt = next_k, next_v
