@@ -53,7 +53,9 @@ def SageSelectMma : Pass<"sage-select-mma", "::mlir::ModuleOp"> {
     (m64nNk32 for INT8, m64nNk16 for f16/bf16): `wgmma_reg_a` when A is
     computed in the program (it lives in registers: quantized, or P of the
     attention), `wgmma` (both operands from shared-memory descriptors) when
-    A is loaded from memory; everything else gets
+    A is loaded from memory or computed outside the loop the matmul runs in
+    (stored to shared memory once instead of held in registers across the
+    loop); everything else gets
     `mma_sync` (m16n8k32 / m16n8k16), which runs from sm_80 on. A choice
     already present is kept.
   }];
