@@ -29,8 +29,12 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_
 #: either way.
 STATS_TILES = 4
 #: Programs per (batch, kv head) of quantize_kv_kernel: one thread-block
-#: cluster (the largest portable one), resident together.
-KV_CLUSTER = 8
+#: cluster, resident together. Measured on the H100 (B4 H32, 2, 4 and 8,
+#: bench/results/2026-11-26-h100-prepass-q-in-forward.md): 2 is the fastest
+#: at N=1K (0.067 ms at D128, against 0.105 with 8: a head's few blocks over
+#: 8 programs leave 9 short waves of clusters) and at N=16K, and within 3%
+#: of 8 at N=4K.
+KV_CLUSTER = 2
 
 
 def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
@@ -87,8 +91,8 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     The cluster's programs write their partials to ``kv_partials``, meet at
     the cluster barrier, and each reduces all of them (the same values in
     every program, which all write ``k_mean`` and ``v_scale``). Then each
-    quantizes its blocks: the second read of its tiles, made while the
-    cluster's other tiles are being read, finds them in L2.
+    quantizes its blocks: the second read of its tiles finds some of them
+    in L2.
 
     k, v: (B, Hkv, Nkv, D) f16/bf16 with strides ``stride_k*``, ``stride_v*``;
     k_mean: (B*Hkv, D) f32 (written only with SMOOTH_K); k_q: (B*Hkv, Nkv,
