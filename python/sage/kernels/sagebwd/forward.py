@@ -57,9 +57,10 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
     q (B, H, N, D) f16/bf16 with strides ``stride_q*``, quantized here into
     q_q (B*H, N, D) i8, q_scale and (SMOOTH_Q) q_mean for the backward
     (:func:`~sage.kernels.sagebwd.prepass.quantize_q_block`: c*Q, c =
-    ``qk_scale`` = sm_scale * log2 e); k_q (B*Hkv, Nkv, D) i8 (K smoothed); v_qt (B*Hkv, D, stride_vtd)
-    i8, V^ transposed (key-contiguous: K-major for the tensor cores), its
-    tokens in sigma16 order; *_scale: one f32 per block (with FINE_SCALES Q
+    ``qk_scale`` = sm_scale * log2 e); k_q (B*Hkv, Nkv, D) i8 (K
+    smoothed); v_qt (B*Hkv, D, stride_vtd) i8, V^ transposed
+    (key-contiguous: K-major for the tensor cores), its tokens in sigma16
+    order; *_scale: one f32 per block (with FINE_SCALES Q
     and K one per token, rows padded to 16 tokens, and V one per channel over
     all its tokens: v_scale (B*Hkv, D)). P~ is quantized per token to [0,
     127], or with FINE_SCALES to unsigned bytes in [0, 255]. o (B, H, N, D)

@@ -115,6 +115,7 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     nblocks = cdiv(N_KV, BLOCK_N)
     k_base = head_base(k, batch, head, stride_kb, stride_kh)
     v_base = head_base(v, batch, head, stride_vb, stride_vh)
+
     def tiles(row):
         """K's and V's tiles at ``row`` (0 past Nkv). V is read in sigma16
         order and stored as it is, over every padded slot (the block absmax
@@ -141,8 +142,9 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     # The quantization keeps the next two blocks' tiles in flight while it
     # works on one: a program walks its blocks one after another, and only
     # loads in flight hide the memory's latency (one block ahead: 3% slower
-    # at D128; two programs an SM instead: 6% slower, the second read then
-    # misses L2 more; bench/results/2026-11-26-h100-prepass-one-pass.md).
+    # at D128, three: 1-2% slower; two programs an SM instead: 6% slower, the
+    # second read then misses L2 more; bench/results/2026-11-26-h100-prepass-
+    # one-pass.md and -prepass-q-in-forward.md).
     # The first two are loaded before the statistics are reduced and the
     # cluster meets, which they do not depend on: their latency hides
     # behind that work and the wait.
