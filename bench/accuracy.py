@@ -14,7 +14,7 @@ GPU mode (H100, torch; ``sage.attention`` and ``sage.kernels.sagebwd.torch_ops``
     against exact attention in float64 computed with torch on the GPU
     (:func:`exact_attention`), with the paper's metrics (cosine similarity,
     relative L2, relative L1) for O, dQ, dK, dV: the sigma sweep of [SA3]
-    Table 1 at N=4096, D=128 (PASS iff rel-L2 <= 1.1x the paper at every sigma),
+    Table 1 at N=4096, D=128 (PASS iff rel-L2 <= 1.05x the paper at every sigma),
     causal, D=64, GQA, fp16, N from 128 to 16K, and a table of what K- and
     Q-smoothing change (including keys with a large shared channel bias).
 
@@ -75,7 +75,9 @@ PAPER_TABLE1: dict[float, dict[str, tuple[float, float]]] = {
     10.0: {"o": (0.9933, 0.1161), "dq": (0.7823, 0.6648), "dk": (0.7820, 0.6684),
            "dv": (0.9933, 0.1157)},
 }
-PAPER_FACTOR = 1.1          # PASS iff rel-L2 <= 1.1 x the paper's, every sigma and tensor
+#: PASS iff rel-L2 <= PAPER_FACTOR x the paper's, every sigma and tensor (issue #12's
+#: bar; issue 5's was 1.1).
+PAPER_FACTOR = 1.05
 EMULATION_TOLERANCE = 1e-3  # kernels vs emulation, relative L2 on every tensor
 
 
@@ -195,7 +197,7 @@ def metrics(x: np.ndarray, ref: np.ndarray) -> dict[str, float]:
 def compare_to_paper(sigma: float, ours: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     """Rows of the sigma sweep next to [SA3] Table 1 at ``sigma``, with ratio and PASS.
 
-    ``ours`` maps tensor name -> metrics. PASS iff rel-L2 <= 1.1 x the paper's.
+    ``ours`` maps tensor name -> metrics. PASS iff rel-L2 <= :data:`PAPER_FACTOR` x the paper's.
     """
     rows = []
     for name in TENSORS:
@@ -837,7 +839,7 @@ def render_sigma(rows: Sequence[dict[str, Any]], title: str) -> str:
     return "\n".join([
         f"### {title}", "",
         common.markdown_table(["sigma", "tensor", "cos", "cos (paper)", "rel-L2",
-                               "rel-L2 (paper)", "ours/paper", "rel-L1", "<= 1.1x"], table),
+                               "rel-L2 (paper)", "ours/paper", "rel-L1", f"<= {PAPER_FACTOR}x"], table),
         "", f"Sigma sweep, rel-L2 <= {PAPER_FACTOR}x [SA3] Table 1 at every sigma: **{verdict}**",
     ])
 
