@@ -36,6 +36,7 @@ from torch._subclasses.fake_tensor import is_fake
 import sage.kernels.sagebwd.common as common
 import sage.kernels.sagebwd.forward as forward_module
 import sage.kernels.sagebwd.launch as launch
+import sage.kernels.sagebwd.prepass as prepass
 import sage.kernels.strided as strided
 from sage.jit.autotune import (benchmark_configs, do_bench, failure_types, record_by_config,
                                report_choice)
@@ -213,9 +214,10 @@ def time_launch(launch_once: Callable[[], Any], device: int) -> float:
 @functools.cache
 def _kernel_identity() -> dict[str, str]:
     """The forward kernel's name and a hash of its source and of the modules
-    that shape it (its helpers, its constexprs and the default plans)."""
+    that shape it (its helpers, the pre-pass module's quantize_q_block among
+    them, its constexprs and the default plans)."""
     return kernel_identity(forward_module.sagebwd_forward, KERNEL,
-                           helpers=(forward_module, common, strided, launch))
+                           helpers=(forward_module, common, prepass, strided, launch))
 
 
 def disk_key(problem: Problem, device: int, plans: tuple[ForwardTiles, ...]) -> str:
