@@ -2,14 +2,17 @@
 //
 // Each thread moves the elements it holds. Out-of-bounds elements are masked
 // with predicated PTX (`@p ld.global`), as a branch per element would be far
-// slower; loads yield 0 there. Where a thread's consecutive register slots are
-// consecutive elements of a row that the view keeps contiguous and aligned
-// (proven from the kernel-argument hints, sage/Dialect/Sage/IR/Divisibility.h)
-// and whose bound cuts no vector in two, they move as one access of up to 16
-// bytes; in a transposed view (unit stride along rows) the same holds for
-// consecutive elements of a column. Along a dimension whose offset and bound
-// are multiples of the tile's extent, the tile is wholly in or out of bounds:
-// one check serves all its elements.
+// slower; loads yield 0 there. Where a run of a thread's register bits steps
+// through consecutive elements of a row that the view keeps contiguous and
+// aligned (proven from the kernel-argument hints,
+// sage/Dialect/Sage/IR/Divisibility.h) and whose bound cuts no vector in two,
+// those slots move as one access of up to 16 bytes; in a transposed view
+// (unit stride along rows) the same holds for consecutive elements of a
+// column. The run need not start at the first register bit: a tile that
+// holds a few rows and columns per thread is loaded along its rows and
+// stored along its columns with vectors both ways. Along a dimension whose
+// offset and bound are multiples of the tile's extent, the tile is wholly in or
+// out of bounds: one check serves all its elements.
 //
 //===----------------------------------------------------------------------===//
 
@@ -153,26 +156,34 @@ constexpr int64_t kMaxAccessBytes = 16;
 
 } // namespace
 
-/// Elements per access for a tile of `dist` in the view (ptr, offsets,
-/// strides, bounds) of the unconverted op, along the view's unit-stride
-/// dimension `u` (the columns, or the rows of a transposed view): the first
-/// register bits must step through consecutive elements along `u`, every
-/// other basis keep whole vectors together, and the pointer, the other
-/// stride, the offset and the bound along `u` keep vectors aligned and wholly
-/// in or out of bounds. Rows read in sigma16 order are not consecutive.
-static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
-                           Value ptr, OperandRange offsets,
-                           OperandRange strides, OperandRange bounds,
-                           bool sigma16Rows = false) {
+/// A vector access: `width` elements in the slots that differ only in the
+/// register bits [bit, bit + log2(width)).
+struct VectorShape {
+  int64_t width = 1;
+  unsigned bit = 0;
+};
+
+/// The vector shape for a tile of `dist` in the view (ptr, offsets, strides,
+/// bounds) of the unconverted op, along the view's unit-stride dimension `u`
+/// (the columns, or the rows of a transposed view): a run of register bits
+/// whose bases step through consecutive elements along `u` (1, 2, 4, ...),
+/// every other basis keeping whole vectors together, and the pointer, the
+/// other stride, the offset and the bound along `u` keeping vectors aligned
+/// and wholly in or out of bounds. Rows read in sigma16 order are not
+/// consecutive.
+static VectorShape vectorShape(const TileDistribution &dist, int64_t elemBytes,
+                               Value ptr, OperandRange offsets,
+                               OperandRange strides, OperandRange bounds,
+                               bool sigma16Rows = false) {
   if (offsets.size() != 2)
-    return 1;
+    return {};
   auto isUnit = [](Value stride) {
     APInt unit;
     return matchPattern(stride, m_ConstantInt(&unit)) && unit == 1;
   };
   unsigned u = isUnit(strides[1]) ? 1 : 0;
   if (!isUnit(strides[u]) || (u == 0 && sigma16Rows))
-    return 1;
+    return {};
   const layout::LinearLayout &l = dist.getLayout();
   ArrayRef<layout::Coord> regs = l.getBases(layout::InDim::Register);
   auto step = [&](int64_t n) {
@@ -180,30 +191,56 @@ static int64_t vectorWidth(const TileDistribution &dist, int64_t elemBytes,
     c[u] = int32_t(n);
     return c;
   };
-  int64_t width = 1;
+  VectorShape shape;
+  const auto *first = llvm::find(regs, step(1));
+  if (first == regs.end())
+    return {};
+  shape.bit = unsigned(first - regs.begin());
   unsigned bits = 0;
-  while (width * elemBytes < kMaxAccessBytes && bits < regs.size() &&
-         regs[bits] == step(width)) {
-    width *= 2;
+  while (shape.width * elemBytes < kMaxAccessBytes &&
+         shape.bit + bits < regs.size() &&
+         regs[shape.bit + bits] == step(shape.width)) {
+    shape.width *= 2;
     ++bits;
   }
   auto keepsVectors = [&](int64_t w) {
+    unsigned runBits = llvm::Log2_64(w);
     for (layout::InDim dim :
          {layout::InDim::Register, layout::InDim::Lane, layout::InDim::Warp}) {
       ArrayRef<layout::Coord> bases = l.getBases(dim);
-      for (unsigned i = dim == layout::InDim::Register ? llvm::Log2_64(w) : 0;
-           i < bases.size(); ++i)
-        if (bases[i][u] % w != 0)
+      for (unsigned i = 0; i < bases.size(); ++i) {
+        bool inRun = dim == layout::InDim::Register && i >= shape.bit &&
+                     i < shape.bit + runBits;
+        if (!inRun && bases[i][u] % w != 0)
           return false;
+      }
     }
     int64_t bytes = w * elemBytes;
     return knownAlignment(ptr) >= bytes &&
            knownDivisor(strides[1 - u]) * elemBytes >= bytes &&
            knownDivisor(offsets[u]) >= w && knownDivisor(bounds[u]) >= w;
   };
-  while (width > 1 && !keepsVectors(width))
-    width /= 2;
-  return width;
+  while (shape.width > 1 && !keepsVectors(shape.width))
+    shape.width /= 2;
+  if (shape.width == 1)
+    shape.bit = 0;
+  return shape;
+}
+
+/// The slots of each vector of `shape` among `count` slots: groups in
+/// order of their first slot, each in element order.
+static SmallVector<SmallVector<int64_t>> vectorSlots(int64_t count,
+                                                     VectorShape shape) {
+  SmallVector<SmallVector<int64_t>> groups;
+  int64_t runMask = (shape.width - 1) << shape.bit;
+  for (int64_t r = 0; r < count; ++r) {
+    if (r & runMask)
+      continue;
+    SmallVector<int64_t> &group = groups.emplace_back();
+    for (int64_t j = 0; j < shape.width; ++j)
+      group.push_back(r | (j << shape.bit));
+  }
+  return groups;
 }
 
 /// The view dimensions (bit mask) along which a tile of `shape` at
@@ -229,12 +266,14 @@ void mlir::sage::recordAccessFacts(ModuleOp module, bool vectorAtomics) {
     if (!dist)
       return;
     auto type = cast<RankedTensorType>(tile);
-    int64_t width =
-        vectorize ? vectorWidth(*dist, type.getElementTypeBitWidth() / 8, ptr,
+    VectorShape shape =
+        vectorize ? vectorShape(*dist, type.getElementTypeBitWidth() / 8, ptr,
                                 offsets, strides, bounds, sigma16Rows)
-                  : 1;
-    if (width > 1)
-      op->setAttr(kVectorWidthAttrName, b.getI64IntegerAttr(width));
+                  : VectorShape();
+    if (shape.width > 1)
+      op->setAttr(kVectorWidthAttrName, b.getI64IntegerAttr(shape.width));
+    if (shape.bit > 0)
+      op->setAttr(kVectorRegisterBitAttrName, b.getI64IntegerAttr(shape.bit));
     if (unsigned dims = wholeTileDims(type.getShape(), offsets, bounds))
       op->setAttr(kWholeTileDimsAttrName, b.getI64IntegerAttr(dims));
   };
@@ -253,10 +292,14 @@ void mlir::sage::recordAccessFacts(ModuleOp module, bool vectorAtomics) {
   });
 }
 
-/// The width recordAccessFacts wrote on `op` (1: none).
-static int64_t recordedWidth(Operation *op) {
-  auto attr = op->getAttrOfType<IntegerAttr>(kVectorWidthAttrName);
-  return attr ? attr.getInt() : 1;
+/// The vector shape recordAccessFacts wrote on `op` (width 1: none).
+static VectorShape recordedShape(Operation *op) {
+  VectorShape shape;
+  if (auto width = op->getAttrOfType<IntegerAttr>(kVectorWidthAttrName))
+    shape.width = width.getInt();
+  if (auto bit = op->getAttrOfType<IntegerAttr>(kVectorRegisterBitAttrName))
+    shape.bit = unsigned(bit.getInt());
+  return shape;
 }
 
 /// The whole-tile dimensions recordAccessFacts wrote on `op` (0: none).
@@ -387,13 +430,18 @@ struct LoadLowering : public OpConversionPattern<LoadOp> {
         rw, loc, *dist, elem, adaptor.getPtr().front(), adaptor.getOffsets(),
         adaptor.getStrides(), adaptor.getBounds(), recordedWholeTileDims(op),
         op.getSigma16Rows());
-    int64_t width = recordedWidth(op);
+    VectorShape shape = recordedShape(op);
     SmallVector<Value> values;
-    if (width > 1) {
-      for (int64_t r = 0; r < dist->getNumElements(); r += width)
-        llvm::append_range(values,
-                           loadVector(rw, loc, elem, width, access.addresses[r],
-                                      access.inBounds[r]));
+    if (shape.width > 1) {
+      values.resize(dist->getNumElements());
+      for (ArrayRef<int64_t> slots :
+           vectorSlots(dist->getNumElements(), shape)) {
+        SmallVector<Value> loaded =
+            loadVector(rw, loc, elem, shape.width, access.addresses[slots[0]],
+                       access.inBounds[slots[0]]);
+        for (auto [slot, value] : llvm::zip(slots, loaded))
+          values[slot] = value;
+      }
       rw.replaceOpWithMultiple(op, {values});
       return success();
     }
@@ -429,15 +477,20 @@ struct StoreLowering : public OpConversionPattern<StoreOp> {
     // atomic adds, and it saves redundant stores otherwise.
     ThreadCoords coords(rw, loc);
     Value owner = coords.isOwner(*dist);
-    int64_t width = recordedWidth(op);
-    if (width > 1) {
+    VectorShape shape = recordedShape(op);
+    if (shape.width > 1) {
       ValueRange values = adaptor.getValue();
-      for (int64_t r = 0; r < dist->getNumElements(); r += width) {
-        if (dist->isSlotCopy(r))
+      for (ArrayRef<int64_t> slots :
+           vectorSlots(dist->getNumElements(), shape)) {
+        if (dist->isSlotCopy(slots[0]))
           continue;
-        storeVector(rw, loc, values.slice(r, width), access.addresses[r],
-                    arith::AndIOp::create(rw, loc, access.inBounds[r], owner),
-                    op.getAtomicAdd());
+        SmallVector<Value> vector;
+        for (int64_t slot : slots)
+          vector.push_back(values[slot]);
+        storeVector(
+            rw, loc, vector, access.addresses[slots[0]],
+            arith::AndIOp::create(rw, loc, access.inBounds[slots[0]], owner),
+            op.getAtomicAdd());
       }
       rw.eraseOp(op);
       return success();

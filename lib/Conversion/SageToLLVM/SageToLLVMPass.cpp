@@ -186,7 +186,7 @@ struct ConvertSageToLLVMPass
     lowerArgumentHints(module);
     packLoopCarriedWords(module);
     RewritePatternSet peepholes(ctx);
-    populateQuantizeRoundingPatterns(peepholes);
+    populateScalarPeepholePatterns(peepholes);
     if (failed(applyPatternsGreedily(module, std::move(peepholes))))
       signalPassFailure();
   }

@@ -186,6 +186,47 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
 
   double lo, hi;
 };
+
+/// extf : bf16 -> f32 of an element of a vector<2n x bf16> (a vector load,
+/// a loop-carried pair) as its 32-bit word with the other half cleared:
+/// `and 0xffff0000` for an odd element, `shl 16` for an even one (exact: a
+/// bf16 is the top half of the f32 it widens to). `cvt.f32.bf16` of the
+/// extracted half costs ptxas a PRMT to extract it and an IMAD to shift it.
+struct WidenBF16Pair : public OpRewritePattern<arith::ExtFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::ExtFOp op,
+                                PatternRewriter &rw) const override {
+    if (!op.getIn().getType().isBF16() || !op.getType().isF32())
+      return rw.notifyMatchFailure(op, "only scalar bf16 -> f32");
+    auto extract = op.getIn().getDefiningOp<LLVM::ExtractElementOp>();
+    IntegerAttr index;
+    if (!extract || !matchPattern(extract.getPosition(), m_Constant(&index)))
+      return rw.notifyMatchFailure(op, "not a constant element of a vector");
+    auto vector = cast<VectorType>(extract.getVector().getType());
+    int64_t count = vector.getNumElements();
+    if (count % 2)
+      return rw.notifyMatchFailure(op, "no whole 32-bit words");
+    Location loc = op.getLoc();
+    Type i32 = rw.getI32Type();
+    int64_t at = index.getInt();
+    Value words = LLVM::BitcastOp::create(
+        rw, loc, VectorType::get({count / 2}, i32), extract.getVector());
+    Value word = LLVM::ExtractElementOp::create(
+        rw, loc, words,
+        LLVM::ConstantOp::create(rw, loc, i32, int64_t(at / 2)));
+    Value bits =
+        at % 2 ? LLVM::AndOp::create(rw, loc, word,
+                                     LLVM::ConstantOp::create(
+                                         rw, loc, i32, int64_t(0xffff0000u)))
+                     .getResult()
+               : LLVM::ShlOp::create(
+                     rw, loc, word,
+                     LLVM::ConstantOp::create(rw, loc, i32, int64_t(16)))
+                     .getResult();
+    rw.replaceOpWithNewOp<LLVM::BitcastOp>(op, rw.getF32Type(), bits);
+    return success();
+  }
+};
 } // namespace
 
 void mlir::sage::populateScalarMathToNVVMPatterns(RewritePatternSet &patterns) {
@@ -203,7 +244,8 @@ bool mlir::sage::isSupportedScalarMath(Operation *op) {
              math::RoundOp, math::FloorOp, math::CeilOp, math::TruncOp>(op);
 }
 
-void mlir::sage::populateQuantizeRoundingPatterns(RewritePatternSet &patterns) {
+void mlir::sage::populateScalarPeepholePatterns(RewritePatternSet &patterns) {
+  patterns.add<WidenBF16Pair>(patterns.getContext());
   patterns.add<MagicRoundToByte<arith::FPToSIOp>>(patterns.getContext(), -127.0,
                                                   127.0);
   patterns.add<MagicRoundToByte<arith::FPToUIOp>>(patterns.getContext(), 0.0,

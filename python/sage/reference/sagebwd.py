@@ -279,7 +279,11 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
                     vs = v[b, h, start:stop].astype(np.float32)
                     v_q[b, h, start:stop], v_scale[b, h, j] = _quantize_block(vs)
             if cfg.fine:  # per channel over all the tokens
-                v_q[b, h], scale = _quantize(v[b, h].astype(np.float32), "per_channel")
+                # The kernel takes the channel's absmax scale, then rounds
+                # the exact products, unclamped (|V| <= 127 * scale).
+                v32 = v[b, h].astype(np.float32)
+                _, scale = quantize(v32, "per_channel")
+                v_q[b, h], _ = quantize(v32, "per_channel", scale=scale, saturate=False)
                 v_scale[b, h] = scale[0]
     return QuantizedInputs(q_q, q_scale, q_mean, k_q, k_scale, v_q, v_scale, mean, cfg.fine)
 

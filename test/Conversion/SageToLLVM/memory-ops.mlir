@@ -86,12 +86,13 @@ func.func @vectors(%src: !sage.ptr<f16> {sage.alignment = 16 : i64}, %dst: !sage
   return
 }
 
-// A transposed store (unit stride along rows) goes column-wise: the
-// convert gives each thread 16 consecutive rows of a column, and its two
-// runs go as two 16-byte stores; the offset is a min, a select and a
-// difference of multiples of 64, so it keeps their divisor.
+// A transposed store (unit stride along rows) of a tile no matmul makes:
+// each thread holds 8 rows of 4 columns (the transposing layout), and each
+// column's run goes as one 8-byte store, its slots 4 apart (register bits
+// 2-4); the offset is a min, a select and a difference of multiples of 64,
+// so it keeps their divisor.
 // CHECK-LABEL: func.func @transposed_bytes
-// CHECK-COUNT-2: "@$3 st.global.v2.b64 [$0], {$1, $2};", "l,l,l,b"
+// CHECK-COUNT-4: "@$2 st.global.b64 [$0], $1;", "l,l,b"
 // CHECK-NOT: st.global
 func.func @transposed_bytes(%dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
                             %n: i64 {sage.divisibility = 16 : i64}, %a: i64, %b: i64, %c: i1,
@@ -105,6 +106,38 @@ func.func @transposed_bytes(%dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
   %pick = arith.select %c, %x, %lo : i64
   %row = arith.subi %pick, %y : i64
   sage.store %t, %dst[%row, %c0] strides [%c1, %n] bounds [%n, %c64] : tensor<64x64xi8>, !sage.ptr<i8>
+  return
+}
+
+// The same tile loaded along its rows and stored through a transposed
+// view: 4-byte loads of a row's 4 columns (register bits 0-1), 8-byte
+// stores of a column's 8 rows (register bits 2-4), no conversion between.
+// CHECK-LABEL: func.func @rows_in_columns_out
+// CHECK-COUNT-8: ld.global.b32
+// CHECK-NOT: ld.global
+// CHECK-COUNT-4: "@$2 st.global.b64 [$0], $1;", "l,l,b"
+// CHECK-NOT: st.global
+func.func @rows_in_columns_out(%src: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                               %dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                               %n: i64 {sage.divisibility = 16 : i64}) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x64xi8>
+  sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<64x64xi8>, !sage.ptr<i8>
+  return
+}
+
+// Too few rows for the transposing layout (4 elements a thread: one row of
+// 4 columns): the tile converts to the column-wise layout, 4 rows of one
+// column a thread, one 4-byte store.
+// CHECK-LABEL: func.func @transposed_short
+// CHECK-COUNT-1: "@$2 st.global.b32 [$0], $1;", "l,r,b"
+// CHECK-NOT: st.global
+func.func @transposed_short(%dst: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                            %n: i64 {sage.divisibility = 16 : i64}, %t: tensor<8x64xi8>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<8x64xi8>, !sage.ptr<i8>
   return
 }
 

@@ -1,8 +1,8 @@
 // After the tile conversion, consecutive 16-bit float scalars a loop carries
 // travel as vector<2xT> pairs and consecutive i8 scalars as vector<4xi8>
 // (one 32-bit register across the back edge, not one per part); the body
-// and the results see the parts again. Other scalars are carried as they
-// are.
+// and the results see the parts again (bf16 halves widened to f32 straight
+// from the pair's word). Other scalars are carried as they are.
 // RUN: sage-opt %s --sagegpu-assign-layouts --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
@@ -13,8 +13,8 @@ module attributes {sage.num_warps = 4 : i32} {
 // CHECK: %[[P0:.*]] = llvm.insertelement %[[H1]], %{{.*}}[%{{.*}} : i32] : vector<2xbf16>
 // CHECK: %[[P1:.*]] = llvm.insertelement %[[H3]], %{{.*}}[%{{.*}} : i32] : vector<2xbf16>
 // CHECK: %[[R:.*]]:6 = scf.for {{.*}} iter_args(%[[V0:.*]] = %[[P0]], %[[V1:.*]] = %[[P1]], {{.*}}) -> (vector<2xbf16>, vector<2xbf16>, f32, f32, f32, f32)
-// CHECK-DAG: llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<2xbf16>
-// CHECK-DAG: llvm.extractelement %[[V1]][%{{.*}} : i32] : vector<2xbf16>
+// CHECK-DAG: llvm.bitcast %[[V0]] : vector<2xbf16> to vector<1xi32>
+// CHECK-DAG: llvm.bitcast %[[V1]] : vector<2xbf16> to vector<1xi32>
 // CHECK: scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<2xbf16>, vector<2xbf16>, f32, f32, f32, f32
 // CHECK: llvm.extractelement %[[R]]#0
 // CHECK: llvm.extractelement %[[R]]#1

@@ -1,6 +1,8 @@
 // sagegpu-assign-layouts: matmul results anchor their groups at the
-// accumulator encoding, statistics take the slice of their parent, the rest
-// is blocked; converts appear only where constraints disagree.
+// accumulator encoding, statistics take the slice of their parent, tiles
+// stored through a transposed view the transposing blocked encoding, the
+// rest the default blocked one; converts appear only where constraints
+// disagree.
 // RUN: sage-opt %s --split-input-file --sagegpu-assign-layouts | FileCheck %s
 
 // No matmul: everything blocked; a reduction's result is the slice of its
@@ -136,21 +138,42 @@ func.func @mismatch(%a: tensor<64x64xi8>, %s: tensor<1x1xf32>, %t: tensor<64x64x
 
 // -----
 
-// A blocked tile stored through a transposed view (unit stride along rows)
-// converts to a column-wise blocked encoding first: 16 bytes of a column per
-// thread, lanes and warps across the columns. Row-major stores do not.
-// CHECK-DAG: #[[$ROWS:.*]] = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
-// CHECK-DAG: #[[$COLS:.*]] = #sagegpu.blocked<size = [16, 1], threads = [2, 16], warps = [1, 4]>
+// A tile no matmul reaches that is stored through a transposed view (unit
+// stride along rows) takes the transposing layout: 8 rows of 4 columns a
+// thread, vectors along its rows for the loads and along its columns for
+// the transposed store, 4 lanes down the rows (a store fills 32-byte
+// sectors), with no conversion. Row-major stores keep it too.
+// CHECK-DAG: #[[$BOTH:.*]] = #sagegpu.blocked<size = [8, 4], threads = [4, 8], warps = [2, 2]>
 // CHECK-LABEL: func.func @transposed_store
-// CHECK: %[[T:.*]] = sage.load {{.*}} -> tensor<64x64xi8, #[[$ROWS]]>
-// CHECK: sage.store %[[T]], {{.*}} : tensor<64x64xi8, #[[$ROWS]]>
-// CHECK: %[[C:.*]] = sagegpu.convert_layout %[[T]] : tensor<64x64xi8, #[[$ROWS]]> -> tensor<64x64xi8, #[[$COLS]]>
-// CHECK: sage.store %[[C]], {{.*}} strides[%{{.*}}, %{{.*}}] {{.*}} : tensor<64x64xi8, #[[$COLS]]>
+// CHECK: %[[T:.*]] = sage.load {{.*}} -> tensor<64x64xi8, #[[$BOTH]]>
+// CHECK: sage.store %[[T]], {{.*}} : tensor<64x64xi8, #[[$BOTH]]>
+// CHECK-NOT: sagegpu.convert_layout
+// CHECK: sage.store %[[T]], {{.*}} strides[%{{.*}}, %{{.*}}] {{.*}} : tensor<64x64xi8, #[[$BOTH]]>
 func.func @transposed_store(%src: !sage.ptr<i8>, %dst: !sage.ptr<i8>, %n: i64) {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i64
   %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x64xi8>
   sage.store %t, %dst[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : tensor<64x64xi8>, !sage.ptr<i8>
   sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<64x64xi8>, !sage.ptr<i8>
+  return
+}
+
+// -----
+
+// A tile too short for the transposing layout (4 elements a thread: one
+// row of 4 columns) stays row-wise blocked and converts to a column-wise blocked
+// encoding for the transposed store: 4 bytes of a column a thread, lanes
+// and warps across the columns.
+// CHECK-DAG: #[[$ROWS:.*]] = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
+// CHECK-DAG: #[[$COLS:.*]] = #sagegpu.blocked<size = [4, 1], threads = [2, 16], warps = [1, 4]>
+// CHECK-LABEL: func.func @transposed_short
+// CHECK: %[[T:.*]] = sage.load {{.*}} -> tensor<8x64xi8, #[[$ROWS]]>
+// CHECK: %[[C:.*]] = sagegpu.convert_layout %[[T]] : tensor<8x64xi8, #[[$ROWS]]> -> tensor<8x64xi8, #[[$COLS]]>
+// CHECK: sage.store %[[C]], {{.*}} strides[%{{.*}}, %{{.*}}] {{.*}} : tensor<8x64xi8, #[[$COLS]]>
+func.func @transposed_short(%src: !sage.ptr<i8>, %dst: !sage.ptr<i8>, %n: i64) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<8x64xi8>
+  sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<8x64xi8>, !sage.ptr<i8>
   return
 }

@@ -33,10 +33,14 @@ void populateMemoryOpsToLLVMPatterns(const TypeConverter &converter,
 /// - `kVectorWidthAttrName`: how many elements one access may move. f32
 ///   atomic adds get one only with `vectorAtomics` (red.global.add.v2/v4.f32:
 ///   sm_90, PTX ISA 8.1).
+/// - `kVectorRegisterBitAttrName`: the lowest register bit of the run that
+///   steps through a vector's elements (absent: bit 0, consecutive slots).
 /// - `kWholeTileDimsAttrName`: a bit mask of the view dimensions along which
 ///   the tile lies wholly in or wholly out of bounds (its extent divides both
 ///   the offset and the bound), so one check serves every element.
 inline constexpr llvm::StringLiteral kVectorWidthAttrName = "sage.vector_width";
+inline constexpr llvm::StringLiteral kVectorRegisterBitAttrName =
+    "sage.vector_register_bit";
 inline constexpr llvm::StringLiteral kWholeTileDimsAttrName =
     "sage.whole_tile_dims";
 void recordAccessFacts(ModuleOp module, bool vectorAtomics);
@@ -71,9 +75,10 @@ int64_t getConvertLayoutScratchBytes(Operation *op);
 void populateScalarMathToNVVMPatterns(RewritePatternSet &patterns);
 /// Whether a scalar `math` op may reach the NVPTX backend as it is.
 bool isSupportedScalarMath(Operation *op);
-/// The quantizer's round/clamp/convert chain on scalars as a clamp plus a
-/// magic-number add.rn (no F2I; applied after the tile conversion).
-void populateQuantizeRoundingPatterns(RewritePatternSet &patterns);
+/// The scalar peepholes applied after the tile conversion: the quantizer's
+/// round/clamp/convert chain as a clamp plus a magic-number add.rn (no F2I),
+/// and bf16 -> f32 as a 16-bit left shift of the bits.
+void populateScalarPeepholePatterns(RewritePatternSet &patterns);
 
 /// Carries consecutive 16-bit float values of every scf.for (after the
 /// tile conversion) as vector<2xT> pairs and consecutive i8 values as

@@ -325,6 +325,42 @@ mlir::sagegpu::getColumnBlockedEncoding(MLIRContext *ctx, unsigned numWarps,
                                   {1, numWarps});
 }
 
+BlockedEncodingAttr mlir::sagegpu::getTransposingBlockedEncoding(
+    MLIRContext *ctx, unsigned numWarps, ArrayRef<int64_t> shape,
+    int64_t storeBytes) {
+  // The default's four columns a thread (its register bits 0-1, the row
+  // loads' vector) and the rest of the thread's share of the tile down the
+  // rows (register bits 2 and up, the transposed store's vector, at most
+  // 16 bytes). Enough lanes down the rows that one store instruction fills
+  // whole 32-byte sectors of each column it writes (partial sectors cost
+  // the H100's pre-pass 13%), the rest across the columns; warps down the
+  // rows, then across the columns.
+  int64_t rows = shape[0], cols = shape[1];
+  int64_t threads = 32 * int64_t(numWarps);
+  int64_t colsPerThread = std::min<int64_t>(4, cols);
+  if (rows * cols % (threads * colsPerThread))
+    return {};
+  int64_t rowsPerThread = std::clamp<int64_t>(
+      rows * cols / (threads * colsPerThread), 1, 16 / storeBytes);
+  if (rowsPerThread * storeBytes < 4)
+    return {};
+  int64_t laneRows =
+      std::clamp<int64_t>(32 / (rowsPerThread * storeBytes), 1,
+                          std::max<int64_t>(1, rows / rowsPerThread));
+  int64_t laneCols = 32 / laneRows;
+  int64_t warpRows =
+      std::clamp<int64_t>(rows / (rowsPerThread * laneRows), 1, numWarps);
+  int64_t warpCols = numWarps / warpRows;
+  // Only a layout that covers the tile exactly, once.
+  if (rowsPerThread * laneRows * warpRows != rows ||
+      colsPerThread * laneCols * warpCols != cols)
+    return {};
+  return BlockedEncodingAttr::get(
+      ctx, {unsigned(rowsPerThread), unsigned(colsPerThread)},
+      {unsigned(laneRows), unsigned(laneCols)},
+      {unsigned(warpRows), unsigned(warpCols)});
+}
+
 MmaEncodingAttr mlir::sagegpu::getAccumulatorEncoding(MLIRContext *ctx,
                                                       sage::MmaKind kind,
                                                       int64_t m, int64_t n,

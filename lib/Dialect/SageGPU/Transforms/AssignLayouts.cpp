@@ -47,6 +47,25 @@ bool sameLayout(Attribute a, Attribute b, ArrayRef<int64_t> shape) {
   return la == lb;
 }
 
+/// Whether `store` writes its tile through a transposed view (unit stride
+/// along rows, not along columns): plain stores only.
+bool isTransposedStore(sage::StoreOp store) {
+  APInt stride;
+  ValueRange strides = store.getStrides().take_back(2);
+  return !store.getAtomicAdd() &&
+         matchPattern(strides[0], m_ConstantInt(&stride)) && stride == 1 &&
+         !(matchPattern(strides[1], m_ConstantInt(&stride)) && stride == 1);
+}
+
+/// The encoding that lets a tile stored by the transposed `store` be loaded
+/// and stored without a conversion (null when there is none).
+Attribute transposingEncoding(sage::StoreOp store, unsigned numWarps) {
+  auto type = cast<RankedTensorType>(store.getValue().getType());
+  return getTransposingBlockedEncoding(
+      store.getContext(), numWarps, type.getShape(),
+      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
+}
+
 /// The state of one run: groups, slice relations, chosen encodings.
 class LayoutInference {
 public:
@@ -133,8 +152,7 @@ void LayoutInference::resolve(ModuleOp module) {
           getAccumulatorEncoding(ctx, kind.getValue(), type.getDimSize(0),
                                  type.getDimSize(1), numWarps);
   });
-  // 2. Slices follow their parents; a group no anchor reaches becomes
-  //    blocked, parents first so that their statistics slice them.
+  // 2. Slices follow their parents.
   Attribute blocked = getDefaultBlockedEncoding(ctx, numWarps);
   auto propagate = [&] {
     bool changed = false;
@@ -150,6 +168,21 @@ void LayoutInference::resolve(ModuleOp module) {
   };
   while (propagate()) {
   }
+  // 3. A group no matmul reaches that is stored through a transposed view
+  //    holds a few rows and columns a thread: loaded along its rows and
+  //    stored along its columns, both as vectors, with no conversion.
+  module.walk([&](sage::StoreOp store) {
+    Value value = store.getValue();
+    if (!isTile(value) || encoding(value) || !isTransposedStore(store))
+      return;
+    if (Attribute want = transposingEncoding(store, numWarps)) {
+      encodingOf[leader(value)] = want;
+      while (propagate()) {
+      }
+    }
+  });
+  // 4. The rest is blocked, parents first so that their statistics slice
+  //    them.
   for (const sage::SliceRelation &rel : slices)
     if (!encoding(rel.parent)) {
       encodingOf[leader(rel.parent)] = blocked;
@@ -221,16 +254,16 @@ void LayoutInference::rewrite(ModuleOp module) {
       return;
     }
     // A tile stored through a transposed view (unit stride along rows)
-    // goes column-wise first: from the row-wise blocked layout, each byte
-    // would be a store of its own.
+    // in another blocked layout than the transposing one goes column-wise
+    // first: from a row-wise layout, each byte would be a store of its own.
     if (auto store = dyn_cast<sage::StoreOp>(op)) {
       auto type = cast<RankedTensorType>(store.getValue().getType());
-      APInt stride;
-      ValueRange strides = store.getStrides().take_back(2);
-      if (store.getAtomicAdd() ||
-          !isa<BlockedEncodingAttr>(type.getEncoding()) ||
-          !matchPattern(strides[0], m_ConstantInt(&stride)) || stride != 1 ||
-          (matchPattern(strides[1], m_ConstantInt(&stride)) && stride == 1))
+      if (!isa<BlockedEncodingAttr>(type.getEncoding()) ||
+          !isTransposedStore(store))
+        return;
+      Attribute transposing = transposingEncoding(store, numWarps);
+      if (transposing &&
+          sameLayout(transposing, type.getEncoding(), type.getShape()))
         return;
       Attribute want = getColumnBlockedEncoding(
           ctx, numWarps, type.getShape(),

@@ -63,6 +63,18 @@ BlockedEncodingAttr getColumnBlockedEncoding(MLIRContext *ctx,
                                              ArrayRef<int64_t> shape,
                                              int64_t elemBytes);
 
+/// A blocked encoding for a tile that is loaded along its rows and stored
+/// through a transposed view: each thread holds the default's four columns
+/// of up to 16 bytes of consecutive rows (of `storeBytes` elements), and
+/// lanes down the rows make each store fill whole 32-byte sectors, so both
+/// accesses are vectors and no layout conversion lies between them. Null
+/// when the tile is too short for vectors of 4 bytes along its rows or no
+/// such layout covers it exactly.
+BlockedEncodingAttr getTransposingBlockedEncoding(MLIRContext *ctx,
+                                                  unsigned numWarps,
+                                                  ArrayRef<int64_t> shape,
+                                                  int64_t storeBytes);
+
 /// The local_alloc whose bytes `shared` names: its definition, or, for a
 /// `sagegpu.ring_slot`, its ring's (null for a buffer passed in).
 LocalAllocOp getAllocation(Value shared);

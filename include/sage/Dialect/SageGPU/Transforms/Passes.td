@@ -19,12 +19,20 @@ def SageGPUAssignLayouts : Pass<"sagegpu-assign-layouts", "::mlir::ModuleOp"> {
       `LoopLikeOpInterface`, `scf.if`);
     - the `Mx1` / `1xN` side of a reduction or broadcast gets the
       `#sagegpu.slice` of the other side's encoding;
-    - what no anchor reaches gets the program's blocked encoding,
+    - a group no anchor reaches that is stored through a transposed view
+      (unit stride along rows) gets the transposing blocked encoding: the
+      default's 4 columns and up to 16 bytes of rows a thread, lanes across
+      the columns (`getTransposingBlockedEncoding`), so that its row-wise
+      loads and its column-wise store are both vectors, with no conversion
+      between them (none when the tile has too few rows for 4-byte columns);
+    - what no anchor reaches otherwise gets the program's blocked encoding,
       `#sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [W, 1]>`
       with `W = sage.num_warps`.
     Where two anchors meet (two matmuls with different accumulators in one
     group of tied tiles), or a slice relation cannot hold, the pass inserts a
-    `sagegpu.convert_layout`: the only place data changes distribution.
+    `sagegpu.convert_layout`: the only place data changes distribution. A
+    transposed store of a tile in another blocked encoding converts it to a
+    column-wise one (16 bytes of a column a thread) first.
     Loads, stores, splats, iotas and constants take whatever their group
     gets.
   }];

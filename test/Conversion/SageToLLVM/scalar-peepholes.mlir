@@ -1,7 +1,8 @@
-// The decomposed INT8 quantizer rounds without the F2I pipe: a clamp to
-// [-127, 127] where the scale is given, an add.rn.f32 of 1.5 * 2^23 and the
-// low byte of the sum, taken by an integer `and` that keeps ptxas from
-// converting the float.
+// The scalar peepholes after the tile conversion. The decomposed INT8
+// quantizer rounds without the F2I pipe: a clamp to [-127, 127] where the
+// scale is given, an add.rn.f32 of 1.5 * 2^23 and the low byte of the sum,
+// taken by an integer `and` that keeps ptxas from converting the float. A
+// bf16 element of a vector widens to f32 from its 32-bit word.
 // RUN: sage-opt %s --sage-decompose --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
@@ -102,5 +103,34 @@ func.func @unsigned_computed(%x: tensor<16x32xf32>) -> tensor<16x32xi8> {
 func.func @rna(%x: tensor<16x32xf32>) -> (tensor<16x32xi8>, tensor<1x1xf32>) {
   %q, %s = sage.quantize #sage.int8<per_block, rna> %x : tensor<16x32xf32> -> tensor<16x32xi8>, tensor<1x1xf32>
   return %q, %s : tensor<16x32xi8>, tensor<1x1xf32>
+}
+
+// A vector load's bf16 halves widen from their 32-bit words: the even
+// half shifted left by 16, the odd half masked (no cvt.f32.bf16, which
+// costs ptxas a PRMT and an IMAD a half).
+// CHECK-LABEL: func.func @widen_bf16_pairs
+// CHECK-DAG: %[[MASK:.*]] = llvm.mlir.constant(-65536 : i32) : i32
+// CHECK-DAG: %[[SIXTEEN:.*]] = llvm.mlir.constant(16 : i32) : i32
+// CHECK: %[[WORDS:.*]] = llvm.bitcast %{{.*}} to vector<2xi32>
+// CHECK: %[[W:.*]] = llvm.extractelement %[[WORDS]]
+// CHECK: llvm.shl %[[W]], %[[SIXTEEN]] : i32
+// CHECK: llvm.and %{{.*}}, %[[MASK]] : i32
+// CHECK-NOT: arith.extf
+// CHECK: return
+func.func @widen_bf16_pairs(%src: !sage.ptr<bf16> {sage.alignment = 16 : i64},
+                            %n: i64 {sage.divisibility = 16 : i64}) -> tensor<16x32xf32> {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %t = sage.load %src[%c0, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<bf16> -> tensor<16x32xbf16>
+  %w = arith.extf %t : tensor<16x32xbf16> to tensor<16x32xf32>
+  return %w : tensor<16x32xf32>
+}
+
+// A bf16 that is no element of a vector (an argument) keeps its extf.
+// CHECK-LABEL: func.func @widen_bf16_alone
+// CHECK-COUNT-4: arith.extf %{{.*}} : bf16 to f32
+func.func @widen_bf16_alone(%h: tensor<16x32xbf16>) -> tensor<16x32xf32> {
+  %w = arith.extf %h : tensor<16x32xbf16> to tensor<16x32xf32>
+  return %w : tensor<16x32xf32>
 }
 }
