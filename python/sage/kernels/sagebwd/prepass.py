@@ -148,8 +148,13 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     # The first two are loaded before the statistics are reduced and the
     # cluster meets, which they do not depend on: their latency hides
     # behind that work and the wait.
-    next_k, next_v = tiles(rank * BLOCK_N)
-    later_k, later_v = tiles(rank * BLOCK_N + step)
+    # It walks the blocks last to first: the statistics loop read the last
+    # ones most recently, so the L2 still holds some of them (first to last,
+    # each read would evict a block that a later one needs).
+    count = cdiv(sl.maximum(N_KV - rank * BLOCK_N, 0), step)
+    last = rank * BLOCK_N + (count - 1) * step
+    next_k, next_v = tiles(last)
+    later_k, later_v = tiles(last - step)
     mean = None
     scales = None
     if stats:
@@ -169,11 +174,12 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
             scales = sl.max(partials(first + CLUSTER), axis=0) / 127.0
             scales = sl.where(scales < SMALLEST_NORMAL, 0.0, scales)
             store_vector(v_scale, scales, bh, D)
-    for row in sl.range(rank * BLOCK_N, N_KV, step):
+    for j in sl.range(0, count):
+        row = last - j * step
         block = row // BLOCK_N
         k_tile, vt = next_k, next_v
         next_k, next_v = later_k, later_v
-        later_k, later_v = tiles(row + 2 * step)
+        later_k, later_v = tiles(row - 2 * step)
         kt = k_tile.to(sl.float32)
         if SMOOTH_K and FINE_SCALES:
             # A tail row (loaded as 0) becomes -mean: its own scale, which
