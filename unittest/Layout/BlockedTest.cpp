@@ -135,6 +135,28 @@ TEST(Blocked, DocumentedExample) {
   EXPECT_TRUE(l.isBijective());
 }
 
+TEST(Blocked, TransposingLayoutVectorsBothWays) {
+  // getTransposingBlockedEncoding for the K/V pre-pass's 64 x 128 tile on 8
+  // warps: 8 rows of 4 columns a thread, 4 lanes down the rows. Register
+  // bits 0-1 step 1, 2 columns (a row load's vector), bits 2-4 step 1, 2, 4
+  // rows (a transposed store's 8-byte vector); lane bits 3-4 step 8 rows, so
+  // lanes 0, 8, 16, 24 store one column's 32 consecutive rows: a whole
+  // 32-byte sector of INT8 a store instruction.
+  LinearLayout l = blocked({64, 128}, {8, 4}, {4, 8}, {2, 4});
+  llvm::ArrayRef<Coord> regs = l.getBases(InDim::Register);
+  ASSERT_EQ(regs.size(), 5u);
+  EXPECT_EQ(regs[0], (Coord{0, 1}));
+  EXPECT_EQ(regs[1], (Coord{0, 2}));
+  EXPECT_EQ(regs[2], (Coord{1, 0}));
+  EXPECT_EQ(regs[3], (Coord{2, 0}));
+  EXPECT_EQ(regs[4], (Coord{4, 0}));
+  llvm::ArrayRef<Coord> lanes = l.getBases(InDim::Lane);
+  EXPECT_EQ(lanes[3], (Coord{8, 0}));
+  EXPECT_EQ(lanes[4], (Coord{16, 0}));
+  EXPECT_EQ(l.apply(0, 8, 0), (Coord{8, 0}));
+  EXPECT_TRUE(l.isBijective());
+}
+
 TEST(Blocked, OrderZeroIsTheTransposeOfOrderOne) {
   LinearLayout a = blocked({16, 64}, {2, 1}, {8, 4}, {1, 4}, {0, 1});
   LinearLayout b = blocked({64, 16}, {1, 2}, {4, 8}, {4, 1}, {1, 0});

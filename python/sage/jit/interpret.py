@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from sage.jit.specialize import ArgumentError, Param
+from sage.jit.specialize import Param
 
 
 def _torch_to_host(name: str, tensor: Any) -> tuple[Any, Callable[[], None]]:
