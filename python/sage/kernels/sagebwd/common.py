@@ -136,15 +136,16 @@ def store_vector(ptr, value, index, D: int) -> None:
 
 def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
                       PER_TOKEN: bool = False, transposed_stride=None,
-                      scale_rows=None) -> None:
+                      scale_rows=None):
     """The pre-passes' quantize step: INT8 of tile ``x``, stored with its scales.
 
     Per block (one scale, slice ``bh`` of a (X, nblocks) array) or, with
     PER_TOKEN, one scale per row (slice ``bh`` of a (X, rows) array, see
     :func:`load_scale`; ``scale_rows``, default ``rows``, is that array's row
-    length: a padded one gets the 0 scales of the zero rows past ``rows`` up
-    to it). Rows of ``x`` past ``rows`` must already be 0
-    (they are not stored, but they take part in a block's absmax). With
+    length: a padded one gets 0 scales past ``rows`` up to it). Rows of ``x``
+    past ``rows`` are not stored. Per block they take part in the absmax, so
+    they must already be 0; per token each sets only its own scale, which is
+    stored (and returned) as 0 whatever the row holds. With
     ``transposed_stride`` the INT8 tile is stored transposed, into a (X, D,
     transposed_stride) tensor (:func:`store_transposed_rows`).
     Returns the INT8 tile and its scales (a ``BLOCK x 1`` column per token,
@@ -152,6 +153,8 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     """
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
+        # One select a row: a tail row need not be zeroed element by element.
+        scale = sl.where(row_ids(row, x.shape[0]) < rows, scale, 0.0)
         store_row_stat(scale_ptr, scale, bh, row, rows if scale_rows is None else scale_rows)
     else:
         x_q, scale = sl.quantize(x, sl.int8_per_block)

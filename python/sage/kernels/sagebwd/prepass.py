@@ -18,8 +18,8 @@ from __future__ import annotations
 import sage.language as sl
 from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_strided_rows,
                                          program_head, quantize_block_to,
-                                         row_ids, scale_row_length, store_row_stat, store_rows,
-                                         store_transposed_rows, store_vector)
+                                         row_ids, scale_row_length, store_transposed_rows,
+                                         store_vector)
 
 
 #: Key tiles a program of quantize_kv_kernel loads per trip of its
@@ -181,21 +181,14 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
         next_k, next_v = later_k, later_v
         later_k, later_v = tiles(row - 2 * step)
         kt = k_tile.to(sl.float32)
-        if SMOOTH_K and FINE_SCALES:
-            # A tail row (loaded as 0) becomes -mean: its own scale, which
-            # must be stored as 0, is masked, not its D elements (the row
-            # itself is never stored).
-            k_hat, k_scales = sl.quantize(kt - mean, sl.int8_per_token)
-            store_row_stat(k_scale, sl.where(row_ids(row, BLOCK_N) < N_KV, k_scales, 0.0),
-                           bh, row, scale_row_length(N_KV, BLOCK_N, True))
-            store_rows(k_q, k_hat, bh, row, N_KV, D)
-        else:
-            if SMOOTH_K:
-                # Tail rows must stay 0, not -mean, or they would set the
-                # block's absmax.
-                kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - mean, 0.0)
-            quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
-                              scale_rows=scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
+        if SMOOTH_K:
+            # A tail row (loaded as 0) becomes -mean. Per token it sets only
+            # its own scale, which quantize_block_to stores as 0; per block it
+            # must stay 0, or it would set the block's absmax.
+            kt = kt - mean if FINE_SCALES else \
+                sl.where(row_ids(row, BLOCK_N) < N_KV, kt - mean, 0.0)
+        quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
+                          scale_rows=scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
         if FINE_SCALES:
             # |V| <= its channel's absmax = 127 * scale: no clamp needed, and
             # the scale's multiply fuses into the rounding (sl.quantize).
