@@ -30,6 +30,9 @@ Variants (``--variants``):
   and without the units' rescaling (:func:`integer_o`; O differs): how fast
   an "integer O" forward could be; ``check`` adds the per-trip test and
   warp vote that such a forward needs, with a slow path that never runs.
+* ``magic-scores``: the main loop's S accumulated from the bits of 1.5 *
+  2^23 (:func:`magic_scores`), so that its conversions to f32 become moves
+  and its K-scale multiplies FMAs; T may differ by a rounding.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -253,6 +256,63 @@ def ex2_emulation(ptx: str, every: int) -> str:
     return ptx[:group.end()] + body + ptx[end:]
 
 
+#: The bits of the f32 1.5 * 2^23 read as an int32: an accumulator that starts
+#: there holds, after adding S (|S| < 2^22), the f32 1.5 * 2^23 + S exactly.
+MAGIC_BITS = 0x4B400000
+
+
+def _main_loop(ptx: str) -> tuple[int, int]:
+    """The text span of the main loop's work: from its first S group to the
+    P V group that follows (the region ``ex2_emulation`` rewrites)."""
+    group = _score_groups(ptx)[0]
+    return group.start(), ptx.index("\twgmma.fence.sync.aligned;", group.end())
+
+
+def magic_scores(ptx: str) -> str:
+    """The main loop's S accumulated from the bits of 1.5 * 2^23 instead of 0,
+    so its registers read as f32 are 1.5 * 2^23 + S: the 64 conversions
+    (I2FP, on the ALU pipe) become moves into the accumulator before the
+    group (on any pipe), and the K-scale multiply becomes an FMA with the
+    constant's product folded in (t = X * s_k - 1.5 * 2^23 * s_k). T changes
+    by at most one rounding of 1.5 * 2^23 * s_k (0.75 units of S)."""
+    start, end = _main_loop(ptx)
+    group = _score_groups(ptx)[0]
+    body = group.group(0)
+    first = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", body)
+    accumulators = first.group(1).split(", ")
+    if "setp.ne.b32 p, 0, 0;" not in body:
+        raise ValueError("the S group's first wgmma does not start from zero")
+    inits = "".join(f"\tmov.b32 \t{r}, {MAGIC_BITS};\n" for r in accumulators)
+    body = inits + body.replace("setp.ne.b32 p, 0, 0;", "setp.ne.b32 p, 1, 0;", 1)
+    rest = ptx[group.end():end]
+    converted = {}
+
+    def conversion(m: re.Match[str]) -> str:
+        converted[m.group(1)] = m.group(2)
+        return f"mov.b32 \t{m.group(1)}, {m.group(2)};"
+
+    accs = "|".join(re.escape(r) for r in accumulators)
+    rest = re.sub(rf"cvt\.rn\.f32\.s32 \t(%r\d+), ({accs});", conversion, rest)
+    if len(converted) != len(accumulators):
+        raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
+    scaled = 0
+
+    def scale(m: re.Match[str]) -> str:
+        nonlocal scaled
+        dst, a, b = m.group(1), m.group(2), m.group(3)
+        x, s = (a, b) if a in converted else (b, a)
+        if x not in converted:
+            return m.group(0)
+        scaled += 1
+        return (f"{{\n\t.reg .b32 n;\n\tmul.rn.f32 n, {s}, {_f32(-12582912.0)};\n"
+                f"\tfma.rn.f32 {dst}, {x}, {s}, n;\n\t}}")
+
+    rest = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", scale, rest)
+    if scaled != len(accumulators):
+        raise ValueError(f"{scaled} K-scale multiplies of S's {len(accumulators)} registers")
+    return ptx[:start] + body + rest + ptx[end:]
+
+
 def _value_groups(ptx: str) -> list[re.Match[str]]:
     """The wgmma groups (fence .. commit) that compute P^ V^ (u8 x s8)."""
     return [g for g in re.finditer(r"\twgmma\.fence\.sync\.aligned;\n(.*?)"
@@ -342,13 +402,13 @@ def integer_o(ptx: str, check: bool = False) -> str:
 
 
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``ex2-emulation:K``, ``integer-o[:check]``
+    """``default``, ``split-scores``, ``magic-scores``, ``ex2-emulation:K``, ``integer-o[:check]``
     or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores"):
+    if name in ("default", "split-scores", "magic-scores"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -366,7 +426,8 @@ def parse_variant(name: str) -> dict[str, Any]:
             else:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
-    raise ValueError(f"unknown variant {name!r} (default, split-scores, ex2-emulation:K, "
+    raise ValueError(f"unknown variant {name!r} (default, split-scores, magic-scores, "
+                     "ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -374,6 +435,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
     """The variant's PTX."""
     if spec["kind"] == "split-scores":
         return split_scores(ptx)
+    if spec["kind"] == "magic-scores":
+        return magic_scores(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

@@ -39,6 +39,7 @@ def _assembles(ptx: str, tmp_path: Path) -> None:
 
 def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
+    assert experiments.parse_variant("magic-scores") == {"kind": "magic-scores", "programs": 1}
     assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
                                                             "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
@@ -91,6 +92,19 @@ def test_split_scores(forward_ptx, tmp_path):
     # conversions, and nothing that reads the second half's registers.
     between = ptx[first:second]
     assert between.count("cvt.rn.f32.s32") == 32
+    _assembles(ptx, tmp_path)
+
+
+def test_magic_scores(forward_ptx, tmp_path):
+    group = experiments._score_groups(forward_ptx)[0]
+    ptx = experiments.magic_scores(forward_ptx)
+    # The loop's S starts from the magic bits in all 64 registers a thread,
+    # accumulates from its first wgmma, and is read without conversions.
+    assert ptx.count(f"{experiments.MAGIC_BITS};") == 64
+    start = ptx.index(group.group(0).split("\n", 1)[0], group.start())
+    assert ptx.count("setp.ne.b32 p, 0, 0;") == forward_ptx.count("setp.ne.b32 p, 0, 0;") - 1
+    assert ptx.count("cvt.rn.f32.s32") == forward_ptx.count("cvt.rn.f32.s32") - 64
+    assert ptx.count("mul.rn.f32 n, ") == 64 and start > 0
     _assembles(ptx, tmp_path)
 
 

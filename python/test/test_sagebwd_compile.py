@@ -3,7 +3,8 @@ compiler library and checked by ptxas: accepted, no register spills at the
 default tiles (sage.kernels.sagebwd.launch.default_tiles), and, in the SASS
 (bench/sass_census.py's disassembler), no 8-bit float-to-integer conversion:
 the INT8 quantizer must stay off the F2I pipe that ex2 shares (and ptxas once
-turned its byte stores into a truncating F2I.U8: docs/lowering.md)."""
+turned its byte stores into a truncating F2I.U8: docs/lowering.md); the
+forward's P~ rounds through f16 pairs."""
 
 from __future__ import annotations
 
@@ -88,6 +89,10 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
                         **launch)
         ptx = library.compile(text, arch="sm_90a")
         assert f"// sage.kernel name={name} threads={32 * warps}" in ptx
+        if name == "sagebwd_forward":
+            # P~ rounds through f16 pairs into its register-A words
+            # (RoundF16PairsToBytes): no f32 magic-number add is left for it.
+            assert "cvt.rn.f16x2.f32" in ptx and "add.rn.f16x2" in ptx, flags
         if not Path(PTXAS).exists():
             continue  # only this step needs the CUDA toolkit
         log, cubin = _ptxas(ptx, tmp_path)

@@ -33,6 +33,14 @@
 // more (the register-A words of a P quantized for the next matmul, vector
 // stores) skip it: one instruction per element.
 //
+// A word of four such bytes that round f16 values (an f32 rounded to f16 in
+// the IR, then quantized with scale 1: P~ in the SageBwd forward) is made
+// from f16 pairs instead: `cvt.rn.f16x2.f32` rounds two f32 to f16 at once,
+// `add.rn.f16x2` of 1.5 * 2^10 rounds each half to an integer held in its
+// low byte (every f16 in [2^10, 2^11) is an integer), and one PRMT takes
+// the four bytes: 1.25 instructions an element where the f32 path takes an
+// FADD and 0.75 PRMT, and the adds run on the FMA pipe.
+//
 //===----------------------------------------------------------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
@@ -187,6 +195,97 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
   double lo, hi;
 };
 
+/// The f16 value a byte rounds, if it is one: the byte is
+/// trunc(bitcast(add.rn.f(extf(h : f16), 1.5 * 2^23))), the magic-number
+/// rounding of an f16 with scale 1 and no clamp (MagicRoundToByte's
+/// result), and h is arith.truncf of an f32. Returns that f32.
+static Value roundedHalf(Value byte) {
+  auto isConstant = [](Value v, double expected) {
+    FloatAttr attr;
+    return matchPattern(v, m_Constant(&attr)) &&
+           attr.getValueAsDouble() == expected;
+  };
+  auto trunc = byte.getDefiningOp<LLVM::TruncOp>();
+  auto bits = trunc ? trunc.getArg().getDefiningOp<LLVM::BitcastOp>() : nullptr;
+  auto round =
+      bits ? bits.getArg().getDefiningOp<LLVM::CallIntrinsicOp>() : nullptr;
+  if (!round)
+    return {};
+  // add.rn(x, magic), or fma.rn(x, 1, magic) where the scale 1 was not
+  // folded before the magic-number rounding took the multiply in.
+  ValueRange args = round.getArgs();
+  bool add = round.getIntrin() == "llvm.nvvm.add.rn.f" && args.size() == 2;
+  bool fma = round.getIntrin() == "llvm.nvvm.fma.rn.f" && args.size() == 3 &&
+             isConstant(args[1], 1.0);
+  if (!(add || fma) || !isConstant(args.back(), 12582912.0))
+    return {};
+  auto widen = args[0].getDefiningOp<arith::ExtFOp>();
+  if (!widen || !widen.getIn().getType().isF16())
+    return {};
+  auto narrow = widen.getIn().getDefiningOp<arith::TruncFOp>();
+  if (!narrow || !narrow.getIn().getType().isF32())
+    return {};
+  return narrow.getIn();
+}
+
+/// A vector<4k x i8> built by insertelements at every position, in order,
+/// of bytes that round f16s (roundedHalf) -> k words of two f16 pairs: per
+/// pair `cvt.rn.f16x2.f32` (the two truncf) and `add.rn.f16x2` of
+/// 1.5 * 2^10 (round half to even: the low byte of each half is the byte
+/// for any value in [-512, 512), where the quantizer's promise puts it),
+/// then `prmt` of bytes 0 and 2 of each (see the file comment).
+struct RoundF16PairsToBytes : public OpRewritePattern<LLVM::InsertElementOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::InsertElementOp op,
+                                PatternRewriter &rw) const override {
+    auto type = dyn_cast<VectorType>(op.getType());
+    if (!type || type.getNumElements() % 4 ||
+        !type.getElementType().isInteger(8))
+      return rw.notifyMatchFailure(op, "not a vector<4k x i8>");
+    int64_t count = type.getNumElements();
+    SmallVector<Value> halves(count);
+    Value vector = op;
+    for (int64_t at = count - 1; at >= 0; --at) {
+      auto insert = vector.getDefiningOp<LLVM::InsertElementOp>();
+      IntegerAttr index;
+      if (!insert || !matchPattern(insert.getPosition(), m_Constant(&index)) ||
+          index.getInt() != at || (insert != op && !insert->hasOneUse()))
+        return rw.notifyMatchFailure(op, "not one insert a position, in order");
+      halves[at] = roundedHalf(insert.getValue());
+      if (!halves[at])
+        return rw.notifyMatchFailure(op, "a byte that rounds no f16");
+      vector = insert.getVector();
+    }
+    if (!vector.getDefiningOp<LLVM::PoisonOp>() &&
+        !vector.getDefiningOp<LLVM::UndefOp>())
+      return rw.notifyMatchFailure(op, "inserts into a vector with contents");
+    Location loc = op.getLoc();
+    Type i32 = rw.getI32Type();
+    // 1.5 * 2^10 in each f16 half.
+    Value magic = LLVM::ConstantOp::create(rw, loc, i32, int64_t(0x66006600));
+    auto pair = [&](Value lo, Value hi) {
+      return sage::inlinePtx(
+          rw, loc, i32, ValueRange{lo, hi, magic},
+          "{\n\t.reg .b32 h;\n\tcvt.rn.f16x2.f32 h, $2, $1;\n\t"
+          "add.rn.f16x2 $0, h, $3;\n\t}",
+          "=r,f,f,r", /*sideEffects=*/false);
+    };
+    auto wordsType = VectorType::get({count / 4}, i32);
+    Value words = LLVM::PoisonOp::create(rw, loc, wordsType);
+    for (int64_t w = 0; w < count / 4; ++w) {
+      Value low = pair(halves[4 * w], halves[4 * w + 1]);
+      Value high = pair(halves[4 * w + 2], halves[4 * w + 3]);
+      Value word = sage::inlinePtx(rw, loc, i32, ValueRange{low, high},
+                                   "prmt.b32 $0, $1, $2, 0x6420;", "=r,r,r",
+                                   /*sideEffects=*/false);
+      words = LLVM::InsertElementOp::create(
+          rw, loc, words, word, LLVM::ConstantOp::create(rw, loc, i32, w));
+    }
+    rw.replaceOpWithNewOp<LLVM::BitcastOp>(op, type, words);
+    return success();
+  }
+};
+
 /// extf : bf16 -> f32 of an element of a vector<2n x bf16> (a vector load,
 /// a loop-carried pair) as its 32-bit word with the other half cleared:
 /// `and 0xffff0000` for an odd element, `shl 16` for an even one (exact: a
@@ -245,7 +344,7 @@ bool mlir::sage::isSupportedScalarMath(Operation *op) {
 }
 
 void mlir::sage::populateScalarPeepholePatterns(RewritePatternSet &patterns) {
-  patterns.add<WidenBF16Pair>(patterns.getContext());
+  patterns.add<WidenBF16Pair, RoundF16PairsToBytes>(patterns.getContext());
   patterns.add<MagicRoundToByte<arith::FPToSIOp>>(patterns.getContext(), -127.0,
                                                   127.0);
   patterns.add<MagicRoundToByte<arith::FPToUIOp>>(patterns.getContext(), 0.0,

@@ -334,7 +334,7 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     Q^ K^^T, masked to -inf, then one step of the online softmax in the
     block's units (docs/sagebwd.md, "Units"): with block max b, running max
     m' = max(m, b) and units u' = max(b, m' - UNIT_RANGE) (0 while m' is
-    -inf), P~ is quantized per row as P^ = rint(Q * 2^(S - u')) (Q = 255,
+    -inf), P~ is quantized per row as P^ = rint(f16(Q * 2^(S - u'))) (Q = 255,
     unsigned, with fine scales, else 127: the per-token scale p_max / Q of
     the spec, p_max from the running maxima), and O and l, kept in units of
     2^u, are moved to the new units by 2^(u - u') before P^ V^ (times V^'s
@@ -370,7 +370,8 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                                         np.maximum(block_max, m - UNIT_RANGE))
                     shift = np.exp2(unit - new_unit)
                     p = qmax * np.exp2(s - new_unit)
-                    p_q, _ = quantize(p.astype(np.float32), "per_token",
+                    # Rounded to f16 first, as the kernel does (docs/sagebwd.md).
+                    p_q, _ = quantize(p.astype(np.float16).astype(np.float32), "per_token",
                                       scale=np.ones((q1 - q0, 1), np.float32),
                                       unsigned=cfg.fine)
                     pv = int8_dot(p_q, saved.v_q[b, hk, k0:k1], 1, 0).astype(np.float64)

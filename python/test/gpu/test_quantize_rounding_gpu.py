@@ -7,7 +7,9 @@ These kernels quantize tiles built to hit every corner of round-half-to-even
 zeros, negative zeros, tiny values) with given scales, plus random rows,
 all-zero rows and rows at the edge of the subnormal-scale flush with absmax
 scales (whose quantize has no clamp), and compare every byte and every scale
-with ``sage.reference.quant.quantize``. Skipped without a GPU (conftest).
+with ``sage.reference.quant.quantize``. f16 values quantized with scale 1
+round in f16 pairs (the SageBwd forward's P~): their bytes are compared the
+same way. Skipped without a GPU (conftest).
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ def quantize_absmax(x, q, s, ROWS: sl.constexpr, COLS: sl.constexpr):
     tq, st = sl.quantize(t, sl.int8_per_token)
     sl.store(q, tq, offsets=(0, 0), strides=(COLS, 1), bounds=(ROWS, COLS))
     sl.store(s, st, offsets=(0, 0), strides=(1, 1), bounds=(ROWS, 1))
+
+
+def quantize_f16_unit(x, q, ROWS: sl.constexpr, COLS: sl.constexpr):
+    """INT8 of one f32 tile rounded to f16, scale 1, unclamped (the forward's
+    P~ rounds so, to unsigned bytes: the same instructions)."""
+    t = sl.load(x, shape=(ROWS, COLS), offsets=(0, 0), strides=(COLS, 1), bounds=(ROWS, COLS))
+    ones = sl.full((ROWS, 1), 1.0, sl.float32)
+    tq, _ = sl.quantize(t.to(sl.float16), sl.int8_per_token, scale=ones, saturate=False)
+    sl.store(q, tq, offsets=(0, 0), strides=(COLS, 1), bounds=(ROWS, COLS))
 
 
 def _corner_rows() -> tuple[np.ndarray, np.ndarray]:
@@ -103,3 +114,28 @@ def test_absmax_scales_zeros_and_random_rows_bit_exactly(record):
     # A scale below 2^-126 is flushed (q 0); the smallest normal one is kept.
     assert got_s[7, 0] == 0 and not got_q[7].any()
     assert got_s[8, 0] == tiny and np.abs(got_q[8]).min() == 127
+
+
+def test_f16_pairs_round_half_to_even_bit_exactly(record):
+    rng = np.random.default_rng(5)
+    ties = np.arange(-127, 127, dtype=np.float32) + np.float32(0.5)  # f16 holds every one
+    # Just off a tie: f16 rounds onto it (then to even), f32 would not.
+    below = ties - np.float32(1e-3)
+    edges = np.array([0.0, -0.0, 1e-30, -1e-30, 6e-8, 0.49999997, 0.5, -0.5, 1.5, -1.5,
+                      126.5, -126.5, 127.0, -127.0, 127.43, -127.43], dtype=np.float32)
+    rows = [np.resize(ties, COLS), np.resize(below, COLS), np.resize(edges, COLS)]
+    while len(rows) < ROWS:  # |f16(x)| < 127.5: bytes in range
+        rows.append(rng.uniform(-127.43, 127.43, COLS).astype(np.float32))
+    x = np.stack(rows)
+    q = torch.zeros(ROWS, COLS, dtype=torch.int8, device="cuda")
+    sage.jit(quantize_f16_unit)[(1,)](torch.from_numpy(x).cuda(), q, ROWS=ROWS, COLS=COLS)
+    expected, _ = reference_quantize(x.astype(np.float16).astype(np.float32), "per_token",
+                                     scale=np.ones((ROWS, 1), np.float32))
+    got = q.cpu().numpy()
+    mismatches = int(np.count_nonzero(got != expected))
+    record("quantize_rounding_f16_pairs_mismatches", mismatches)
+    assert mismatches == 0, np.argwhere(got != expected)[:8]
+    # Ties to even on both sides, and the f16 step's double rounding:
+    # 100.499 -> f16 100.5 -> 100; 101.499 -> 101.5 -> 102 (f32: 101).
+    assert got[0, 127] == 0 and got[0, 128] == 2 and got[0, 126] == 0 and got[0, 125] == -2
+    assert got[1, 228] == 102 and got[1, 227] == 100

@@ -2,7 +2,8 @@
 // quantizer rounds without the F2I pipe: a clamp to [-127, 127] where the
 // scale is given, an add.rn.f32 of 1.5 * 2^23 and the low byte of the sum,
 // taken by an integer `and` that keeps ptxas from converting the float. A
-// bf16 element of a vector widens to f32 from its 32-bit word.
+// bf16 element of a vector widens to f32 from its 32-bit word. Words of
+// bytes that round f16 values with scale 1 round f16 pairs.
 // RUN: sage-opt %s --sage-decompose --sagegpu-assign-layouts --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize | FileCheck %s
 
 module attributes {sage.num_warps = 4 : i32} {
@@ -132,5 +133,44 @@ func.func @widen_bf16_pairs(%src: !sage.ptr<bf16> {sage.alignment = 16 : i64},
 func.func @widen_bf16_alone(%h: tensor<16x32xbf16>) -> tensor<16x32xf32> {
   %w = arith.extf %h : tensor<16x32xbf16> to tensor<16x32xf32>
   return %w : tensor<16x32xf32>
+}
+// Bytes that round f16 values (an f32 rounded to f16, quantized with scale
+// 1, unsaturated: the SageBwd forward's P~) and fill whole words round f16
+// pairs: cvt.rn.f16x2.f32 of the two f32 (the two truncf), add.rn.f16x2 of
+// 1.5 * 2^10 (0x66006600), and one prmt of bytes 0 and 2 of each pair.
+// CHECK-LABEL: func.func @f16_pairs
+// CHECK: %[[M:.*]] = llvm.mlir.constant(1711302144 : i32) : i32
+// CHECK: %[[LO:.*]] = llvm.inline_asm {{.*}}cvt.rn.f16x2.f32 h, $2, $1;{{.*}}add.rn.f16x2 $0, h, $3;{{.*}} "=r,f,f,r" %arg0, %arg1, %[[M]]
+// CHECK: %[[HI:.*]] = llvm.inline_asm {{.*}}cvt.rn.f16x2.f32 h, $2, $1;{{.*}} "=r,f,f,r" %arg2, %arg3, %[[M]]
+// CHECK: %[[W:.*]] = llvm.inline_asm asm_dialect = att "prmt.b32 $0, $1, $2, 0x6420;", "=r,r,r" %[[LO]], %[[HI]]
+// CHECK: llvm.insertelement %[[W]]
+// CHECK-NOT: llvm.trunc
+// CHECK: st.global.b32
+func.func @f16_pairs(%x: tensor<16x32xf32>, %dst: !sage.ptr<i8> {sage.alignment = 16 : i64}) {
+  %one = arith.constant dense<1.0> : tensor<16x1xf32>
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c16 = arith.constant 16 : i64
+  %c32 = arith.constant 32 : i64
+  %h = arith.truncf %x : tensor<16x32xf32> to tensor<16x32xf16>
+  %q, %t = sage.quantize #sage.uint8<per_token> %h scale %one unsaturated : tensor<16x32xf16>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  sage.store %q, %dst[%c0, %c0] strides [%c32, %c1] bounds [%c16, %c32] : tensor<16x32xi8>, !sage.ptr<i8>
+  return
+}
+
+// Another scale would round its product in f16: the f32 magic-number path.
+// CHECK-LABEL: func.func @f16_scaled
+// CHECK: llvm.call_intrinsic "llvm.nvvm.fma.rn.f"
+// CHECK-NOT: f16x2
+// CHECK: return
+func.func @f16_scaled(%x: tensor<16x32xf32>, %s: tensor<16x1xf32>, %dst: !sage.ptr<i8> {sage.alignment = 16 : i64}) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c16 = arith.constant 16 : i64
+  %c32 = arith.constant 32 : i64
+  %h = arith.truncf %x : tensor<16x32xf32> to tensor<16x32xf16>
+  %q, %t = sage.quantize #sage.uint8<per_token> %h scale %s unsaturated : tensor<16x32xf16>, tensor<16x1xf32> -> tensor<16x32xi8>, tensor<16x1xf32>
+  sage.store %q, %dst[%c0, %c0] strides [%c32, %c1] bounds [%c16, %c32] : tensor<16x32xi8>, !sage.ptr<i8>
+  return
 }
 }

@@ -123,7 +123,7 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
             new units (docs/sagebwd.md, "Units").
 
             P~ per token has scale p_max / Q (Q = 255 unsigned, else 127), p_max
-            = 2^(block max - running max): P^ = rint(Q * 2^(S - block max))
+            = 2^(block max - running max): P^ = rint(f16(Q * 2^(S - block max)))
             depends on the block's own max only. O and l are kept in units of
             2^unit (unit = the block's max, floored UNIT_RANGE below the running
             max), so P^ V^ adds to O unscaled (one FMA per element: no multiply
@@ -152,7 +152,9 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
             # docs/sagebwd.md), else the papers' [0, 127].
             scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
             p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
-            p_q, _ = sl.quantize(p, scheme, scale=ones, saturate=False)
+            # Rounded to f16 first: pairs of f16 round to bytes on the FMA
+            # pipe (docs/sagebwd.md, "P~ through f16").
+            p_q, _ = sl.quantize(p.to(sl.float16), scheme, scale=ones, saturate=False)
             return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
 
         def values(p_q, col):
