@@ -12,7 +12,12 @@ Host time: an eager call keeps the checks of a good call by its shapes,
 dtypes, devices and arguments, and where nothing but the op's
 implementation would see the op (no gradient wanted, no compilation,
 mode, transform, tracer or profiler: :func:`attention_ops.op_unobserved`)
-it calls that implementation directly, without the dispatcher's work.
+it calls that implementation directly, without the dispatcher's work; where
+only autograd would see it besides (:func:`attention_ops.eager_autograd`),
+it records the op's autograd node through
+:class:`attention_ops.EagerAttention` (the same implementation, saved
+tensors and backward) instead of the dispatcher and the op's autograd
+wrappers.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from __future__ import annotations
 import torch
 
 from sage.attention_checks import AttentionArgumentError
-from sage.attention_ops import attention_fwd, forward, op_unobserved
+from sage.attention_ops import (EagerAttention, attention_fwd, eager_autograd, forward,
+                                op_unobserved)
 from sage.jit.knobs import knobs
 from sage.kernels.sagebwd.torch_ops import check_tensors
 
@@ -140,11 +146,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
                             interpret=knobs.interpret.get(), cuda_available=None,
                             memo=not torch.compiler.is_compiling())
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    if op_unobserved(q, k, v):  # what the op would do, without the dispatcher's work
-        return forward(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout,
-                       scales)[0]
-    return attention_fwd(q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout,
-                         scales)[0]
+    args = (q, k, v, causal, problem.sm_scale, smooth_k, smooth_q, layout, scales)
+    # What the op would do, without the dispatcher's work, where nothing but
+    # autograd would see it: no graph needed, or the same autograd node.
+    if op_unobserved(q, k, v):
+        return forward(*args)[0]
+    if eager_autograd(q, k, v):
+        return EagerAttention.apply(*args)[0]
+    return attention_fwd(*args)[0]
 
 
 def _unit_last_stride(x: torch.Tensor) -> torch.Tensor:

@@ -66,14 +66,21 @@ def forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float, smoo
     return out, lse, saved
 
 
+def _forward_outputs(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
+                     smooth_k: bool, smooth_q: bool, layout: str, scales: str
+                     ) -> tuple[Tensor, ...]:
+    """``sage::attention_fwd``'s outputs (:func:`forward`'s, flattened)."""
+    out, lse, saved = forward(q, k, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+    return (out, lse) + tuple(getattr(saved, name) for name in _FORWARD_SAVED)
+
+
 @torch.library.custom_op("sage::attention_fwd", mutates_args=())
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
                   smooth_k: bool, smooth_q: bool, layout: str, scales: str
                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """SageBwd forward: O (q's layout and dtype), LSE (B, H, N) f32 (log2 units,
     K-smoothed logits) and the quantized tensors the backward reads."""
-    out, lse, saved = forward(q, k, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
-    return (out, lse) + tuple(getattr(saved, name) for name in _FORWARD_SAVED)
+    return _forward_outputs(q, k, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
 
 
 def _observers() -> tuple[Callable[[], Any], ...] | None:
@@ -91,23 +98,39 @@ def _observers() -> tuple[Callable[[], Any], ...] | None:
 _OBSERVERS = _observers()
 
 
-def op_unobserved(q: Tensor, k: Tensor, v: Tensor) -> bool:
-    """Whether a ``sage::attention_fwd`` call on ``q, k, v`` would be seen by
-    nothing but its implementation, so that calling :func:`forward` instead
-    gives the same results and the same state: plain tensors (no subclass)
-    of which autograd needs no graph, and no torch.compile or export
-    tracing, torch function or dispatch mode, functorch transform, JIT
-    tracer or profiler (its event), where the dispatcher's work
-    (~40 us a call) is then skipped."""
+def _plain_eager(*tensors: Tensor) -> bool:
+    """Whether an op on ``tensors`` would be seen by nothing but autograd and
+    its implementation: plain tensors (no subclass), and no torch.compile or
+    export tracing, torch function or dispatch mode, functorch transform,
+    JIT tracer or profiler (its event)."""
     if _OBSERVERS is None:
         return False
     modes, dispatch, functorch, tracing, profiling, compiling = _OBSERVERS
-    tensor = torch.Tensor
-    return (type(q) is tensor and type(k) is tensor and type(v) is tensor
-            and not (torch.is_grad_enabled()
-                     and (q.requires_grad or k.requires_grad or v.requires_grad))
+    return (all(type(x) is Tensor for x in tensors)
             and not compiling() and not modes() and dispatch() == 0 and not functorch()
             and tracing() is None and not profiling())
+
+
+def _needs_graph(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
+
+
+def op_unobserved(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """Whether a ``sage::attention_fwd`` call on ``q, k, v`` would be seen by
+    nothing but its implementation (:func:`_plain_eager`, and autograd needs
+    no graph), so that calling :func:`forward` instead gives the same
+    results and the same state, without the dispatcher's work (~40 us a
+    call)."""
+    return _plain_eager(q, k, v) and not _needs_graph(q, k, v)
+
+
+def eager_autograd(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """Whether a ``sage::attention_fwd`` call on ``q, k, v`` would be seen by
+    nothing but autograd and its implementation (:func:`_plain_eager`), and
+    autograd needs a graph: then :class:`EagerAttention` records the same
+    node without the dispatcher and the op's autograd wrappers (~130 us a
+    call on the H100)."""
+    return _plain_eager(q, k, v) and _needs_graph(q, k, v)
 
 
 @attention_fwd.register_fake
@@ -129,19 +152,23 @@ def _grads(plan: torch_ops.Plan, layout: str, device: torch.device) -> tuple[Ten
                  for name in ("dq", "dk", "dv"))
 
 
-@torch.library.custom_op("sage::attention_bwd", mutates_args=())
-def attention_bwd(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor, k_q: Tensor,
+def backward(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor, k_q: Tensor,
                   k_scale: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
                   sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str, scales: str
                   ) -> tuple[Tensor, Tensor, Tensor]:
-    """SageBwd backward: dq, dk, dv in the input dtype and ``layout`` (dk, dv
-    summed over each kv head's query heads). ``do`` has o's dtype."""
+    """What ``sage::attention_bwd`` computes: dq, dk, dv in the input dtype
+    and ``layout`` (dk, dv summed over each kv head's query heads). ``do``
+    has o's dtype."""
     plan = _plan(o, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
     saved = torch_ops.Saved(plan, q_q=q_q, q_scale=q_scale, q_mean=q_mean, k_q=k_q,
                             k_scale=k_scale, k_mean=None, v_qt=None, v_scale=None,
                             v=to_kernel_view(v, layout), o=to_kernel_view(o, layout), lse=lse)
     dq, dk, dv, _ = torch_ops.backward(to_kernel_view(do, layout), saved)
     return tuple(to_kernel_view(g, layout) for g in (dq, dk, dv))
+
+
+#: SageBwd backward (:func:`backward` as an opaque op).
+attention_bwd = torch.library.custom_op("sage::attention_bwd", mutates_args=())(backward)
 
 
 @attention_bwd.register_fake
@@ -172,11 +199,38 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _backward(ctx: Any, do: Tensor, *_: Any) -> tuple[Tensor | None, ...]:
     q_q, q_scale, q_mean, k_q, k_scale, v, o, lse = ctx.saved_tensors
     # dO in the forward's dtype (autocast may hand a float32 one back).
-    dq, dk, dv = attention_bwd(do.to(o.dtype), q_q, q_scale, q_mean, k_q, k_scale, v, o,
-                               lse, *ctx.flags)
+    do = do.to(o.dtype)
+    # The op where something may see it (or a graph of the backward is
+    # asked for: the op then says it has none), else its implementation.
+    run = backward if _plain_eager(do, v, o) and not torch.is_grad_enabled() else attention_bwd
+    dq, dk, dv = run(do, q_q, q_scale, q_mean, k_q, k_scale, v, o, lse, *ctx.flags)
     return (dq, dk, dv) + (None,) * len(_FLAGS)
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
-__all__ = ["attention_bwd", "attention_fwd", "forward", "op_unobserved", "to_kernel_view"]
+
+class EagerAttention(torch.autograd.Function):
+    """``sage::attention_fwd`` with its autograd node, for eager calls that
+    nothing but autograd sees (:func:`eager_autograd`): the same
+    implementation, saved tensors and backward (:func:`_setup_context`,
+    :func:`_backward`), without the dispatcher's and the op's autograd
+    wrappers' host time. ``apply(q, k, v, causal, sm_scale, smooth_k,
+    smooth_q, layout, scales)`` returns the op's outputs. (A forward that
+    takes ``ctx``, without a separate ``setup_context``: then ``apply`` does
+    not bind the arguments to the forward's signature on every call.)"""
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale: float,
+                smooth_k: bool, smooth_q: bool, layout: str, scales: str
+                ) -> tuple[Tensor, ...]:
+        inputs = (q, k, v, causal, sm_scale, smooth_k, smooth_q, layout, scales)
+        outputs = _forward_outputs(*inputs)
+        _setup_context(ctx, inputs, outputs)
+        return outputs
+
+    backward = staticmethod(_backward)
+
+
+__all__ = ["EagerAttention", "attention_bwd", "attention_fwd", "backward", "eager_autograd",
+           "forward", "op_unobserved", "to_kernel_view"]

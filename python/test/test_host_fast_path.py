@@ -548,3 +548,62 @@ def test_eager_forward_equals_the_op_and_observers_see_the_op(monkeypatch):
     assert o.grad_fn is not None
     o.sum().backward()
     assert q.grad is not None and k.grad is not None
+
+
+def test_eager_autograd_only_where_nothing_but_autograd_sees_the_op():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    q, k, v = _inputs(requires_grad=True)
+    assert attention_ops.eager_autograd(q, k, v)
+    assert not attention_ops.eager_autograd(*_inputs())  # no graph: op_unobserved's
+    with torch.no_grad():
+        assert not attention_ops.eager_autograd(q, k, v)
+    assert not attention_ops.eager_autograd(torch.nn.Parameter(q.detach()), k, v)
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Mode():
+        assert not attention_ops.eager_autograd(q, k, v)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert not attention_ops.eager_autograd(q, k, v)
+
+
+def test_eager_autograd_node_equals_the_op_and_its_gradients(monkeypatch):
+    """With grad, an eager call records EagerAttention's node (no dispatcher)
+    whose O and gradients are the op's bit for bit, its backward running
+    the op's implementation directly; a dispatch mode sees both ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    monkeypatch.setenv("SAGE_INTERPRET", "1")
+    flags = (True, 64 ** -0.5, True, False, "bshd", "fine")
+    q, k, v = _inputs(requires_grad=True)
+    o = sage.attention(q, k, v, causal=True, layout="bshd")
+    assert type(o.grad_fn).__name__ == "EagerAttentionBackward"
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).bfloat16()
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    with monkeypatch.context() as patch:  # the eager backward skips the op
+        patch.setattr(attention_ops, "attention_bwd", None)
+        assert torch.equal(torch.autograd.grad(
+            sage.attention(q, k, v, causal=True, layout="bshd"), q, do)[0], grads[0])
+    q2, k2, v2 = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+    o2 = torch.ops.sage.attention_fwd(q2, k2, v2, *flags)[0]
+    assert "EagerAttention" not in type(o2.grad_fn).__name__
+    assert torch.equal(o, o2)
+    for got, want in zip(grads, torch.autograd.grad(o2, (q2, k2, v2), do)):
+        assert torch.equal(got, want)
+    seen = []
+
+    class Recording(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+    with Recording():
+        observed = sage.attention(q, k, v, causal=True, layout="bshd")
+        torch.autograd.grad(observed, (q, k, v), do)
+    assert "sage.attention_fwd.default" in seen and "sage.attention_bwd.default" in seen
+    # Only inputs that require grad get one (k alone here).
+    k3 = k.detach().clone().requires_grad_(True)
+    o3 = sage.attention(q.detach(), k3, v.detach(), causal=True, layout="bshd")
+    o3.backward(do)
+    assert torch.equal(k3.grad, grads[1])
