@@ -1,11 +1,13 @@
 """Forward plan study: the SageBwd forward at other plans vs cuDNN SDPA, bf16.
 
-    python3 bench/forward_tiles.py OUT.json OUT.md [--d 128] [--causal no] [--plans default skewed]
+    python3 bench/forward_tiles.py OUT.json OUT.md [--d 128] [--causal no] [--n 4096]
+        [--plans default skewed]
 
 The default forward plan (launch.default_tiles: 64 query rows on one
 warpgroup, 128 keys, in dependency order, O by the copy engine) and others
 (:data:`PLANS`: two, three or four programs an SM, the loop skewed, 64 or 256 keys, 128 rows on
-two consumer warpgroups beside a producer warpgroup, with ping-pong, skewed or not). This times the
+two consumer warpgroups beside a producer warpgroup, with ping-pong, skewed or not;
+``persistent``: the default made persistent). This times the
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
 checks O against SDPA (relative L2) and splits one call's GPU time by kernel
@@ -54,7 +56,9 @@ PLANS = {"default": None,
          "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
                                            block_n=128, skewed=False, tma_store=True),
          "ping-pong-skewed-128x128": ForwardTiles(128, 8, warp_specialize=True,
-                                                  ping_pong=True, block_n=128, tma_store=True)}
+                                                  ping_pong=True, block_n=128, tma_store=True),
+         # The head dim's and mask's default plan, its grid made persistent.
+         "persistent": "persistent"}
 
 
 def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
@@ -88,8 +92,10 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
     rows = []
     for name in plans:
         plan = PLANS[name]
-        tiles = None if plan is None else replace(default_tiles(d, causal=causal),
-                                                  forward=plan)
+        default = default_tiles(d, causal=causal)
+        if plan == "persistent":
+            plan = replace(default.forward_tiles(True, False), persistent=True)
+        tiles = None if plan is None else replace(default, forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
                                "tiles": str(tiles or default_tiles(d, causal=causal)),
                                "cudnn_ms": cudnn_ms}
@@ -116,12 +122,13 @@ def main(argv: list[str]) -> int:
                         help="head dims to study (default: both)")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both",
                         help="masks to study (default: both)")
+    parser.add_argument("--n", type=int, default=4096, help="tokens (B4 H32; default 4096)")
     parser.add_argument("--plans", nargs="+", choices=tuple(PLANS), default=list(PLANS),
                         help="plans to time (default: all)")
     options = parser.parse_args(argv)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[options.causal]
     rows = [row for d in options.d for causal in masks
-            for row in study(d, causal, plans=options.plans)]
+            for row in study(d, causal, n=options.n, plans=options.plans)]
     headers = ["D", "causal", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",
                "O rel-L2 vs SDPA", "kernels (ms per call)", "error"]
     table = [[r["d"], r["causal"], r["plan"], r["tiles"], common.fmt(r.get("sage_ms")),
@@ -132,7 +139,7 @@ def main(argv: list[str]) -> int:
     results = {"environment": common.environment(), "rows": rows,
                "markdown": common.markdown_table(headers, table)}
     common.write_outputs(options.json, options.markdown, results,
-                         "Forward tile study, B4 H32 N4096 bf16\n\n"
+                         f"Forward tile study, B4 H32 N{options.n} bf16\n\n"
                          + results["markdown"])
     return 0
 

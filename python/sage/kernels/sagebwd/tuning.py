@@ -73,10 +73,13 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
     consumer warpgroups beside a producer warpgroup, with and without
     ping-pong, where :meth:`Tiles.forward_tiles` lets the forward's query
     block differ from the pre-pass's (fine scales, no Q-smoothing) and the
-    mask is not causal (there the query block changes the rounding); causal,
-    the default made persistent (longest tiles first). Measured on the H100
-    in bench/results/2026-11-26-h100-forward-plans*.md and
-    2026-11-26-h100-tune-attention*.md.
+    mask is not causal (there the query block changes the rounding); the
+    default made persistent: causal (longest tiles first), and not causal
+    where it has no register cap (at D=64 N=4K 1.7% faster; at D=128, capped,
+    13% slower). Measured on the H100 in
+    bench/results/2026-11-26-h100-forward-plans*.md,
+    2026-11-26-h100-tune-attention*.md and
+    2026-11-27-h100-forward-persistent.md.
     """
     tiles = default_tiles(d, smooth_q, fine_scales, causal)
     default = tiles.forward_tiles(fine_scales, smooth_q)
@@ -96,6 +99,10 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
                            warp_specialize=True)
         plans += [plan for plan in (producer, replace(producer, ping_pong=True))
                   if _allowed(tiles, plan, fine_scales, smooth_q)]
+        if default.maxnreg is None:
+            # The SMs' worth of programs walking the tiles, without a last
+            # partial wave. Under a register cap the walk's own state spills.
+            plans.append(replace(default, persistent=True))
     else:
         # The SMs' worth of programs walking the tiles, longest first.
         plans.append(replace(default, persistent=True))
