@@ -614,7 +614,8 @@ def variant_ptx(variant: Variant, library: Any) -> tuple[str, dict[str, Any]]:
                         smooth_q=False, fine_scales=True)
     text = sl.trace(KERNELS[variant.kernel], arg_specs(variant.kernel, sl.bfloat16),
                     consts, arch="sm_90a",
-                    **tiles.options(variant.kernel, fine_scales=True, smooth_q=False))
+                    **tiles.options(variant.kernel, fine_scales=True, smooth_q=False,
+                                    shape=shape))
     return library.compile(text, arch="sm_90a"), consts
 
 

@@ -10,10 +10,11 @@ import pytest
 
 from sage.kernels.sagebwd import interpreted
 from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, FORWARD_SEQUENCE, KERNELS,
-                                         KV_CLUSTER, ForwardTiles, Shape, Tiles,
-                                         backward_buffers, default_tiles, emulation_blocks,
+                                         ForwardTiles, Shape, Tiles, backward_buffers,
+                                         constexprs, default_tiles, emulation_blocks,
                                          forward_buffers, grids, runtime_args, runtime_params,
                                          scalar_args, stride_args, strided_params)
+from sage.kernels.sagebwd.prepass import KV_CLUSTER, kv_cluster
 from sage.reference import to_bf16
 from sage.reference.sagebwd import SageBwdConfig
 
@@ -71,10 +72,29 @@ def test_every_kernel_argument_has_a_source():
     # K's and V's statistics are quantize_kv_kernel's own (its clusters);
     # the forward quantizes Q itself.
     assert FORWARD_SEQUENCE == ("quantize_kv_kernel", "sagebwd_forward")
-    assert tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False)["num_ctas"] \
-        == KV_CLUSTER
+    assert tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False,
+                         shape=shape)["num_ctas"] == KV_CLUSTER
     assert grids(shape, tiles, fine_scales=True, smooth_q=False)["quantize_kv_kernel"] \
         == (KV_CLUSTER, 1, 1)
+    with pytest.raises(ValueError, match="need the problem's shape"):
+        tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False)
+
+
+@pytest.mark.parametrize("d, n_kv, cluster", [(128, 4095, KV_CLUSTER), (128, 4096, 8),
+                                              (128, 16384, 8), (64, 16384, KV_CLUSTER)])
+def test_the_kv_cluster_follows_the_head_dim_and_the_keys(d, n_kv, cluster):
+    """quantize_kv_kernel's cluster: 8 programs a (batch, kv head) at D=128
+    from 4K keys, else KV_CLUSTER; the launch, the grid, the constexpr and
+    the partials' scratch agree."""
+    shape, tiles = Shape(2, 4, 2, 1000, n_kv, d), Tiles(64, 64, 8)
+    assert kv_cluster(d, n_kv) == cluster
+    assert tiles.options("quantize_kv_kernel", fine_scales=True, smooth_q=False,
+                         shape=shape)["num_ctas"] == cluster
+    assert grids(shape, tiles, fine_scales=True, smooth_q=False)["quantize_kv_kernel"] \
+        == (cluster, 2, 2)
+    assert constexprs("quantize_kv_kernel", shape, tiles)["CLUSTER"] == cluster
+    assert forward_buffers(shape, tiles, False, True)["kv_partials"].shape == \
+        (2 * 2 * 2 * cluster, d)
 
 
 def test_strided_params_are_the_16_bit_token_tensors():

@@ -434,7 +434,8 @@ def test_launches_pass_what_the_launch_helpers_give(monkeypatch, causal, smooth_
         assert launcher.function is torch_ops.JIT_KERNELS[name]
         assert grid[:len(all_grids[name])] == tuple(all_grids[name]) and len(grid) == 3
         assert list(args) == runtime_args(name, values)
-        assert launcher.kwargs == dict(plan.tiles.options(name, **flags), **constexprs(
+        assert launcher.kwargs == dict(plan.tiles.options(name, **flags, shape=plan.shape),
+                                       **constexprs(
             name, plan.shape, plan.tiles, causal=causal, smooth_k=True, smooth_q=smooth_q,
             fine_scales=plan.fine))
     with pytest.raises(KeyError, match="quantize_kv_kernel: no value for k_mean"):

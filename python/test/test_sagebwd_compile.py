@@ -78,7 +78,7 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
     for flags in _variants(name):
         fine, smooth_q = flags.get("fine_scales", True), flags.get("smooth_q", False)
         tiles = default_tiles(d, smooth_q, fine, flags.get("causal", False))
-        launch = tiles.options(name, fine_scales=fine, smooth_q=smooth_q)
+        launch = tiles.options(name, fine_scales=fine, smooth_q=smooth_q, shape=shape)
         # A warp-specialised forward has a producer warpgroup beside its warps.
         producer = name == "sagebwd_forward" and \
             tiles.forward_tiles(fine, smooth_q).warp_specialize

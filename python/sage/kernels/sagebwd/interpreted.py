@@ -73,7 +73,8 @@ def _run(sequence: tuple[str, ...], shape: Shape, tiles: Tiles, cfg: SageBwdConf
     # walk several tiles.
     all_grids = grids(shape, tiles, fine_scales=cfg.fine, smooth_q=cfg.smooth_q, sms=1)
     for name in sequence:
-        ctas = tiles.options(name, fine_scales=cfg.fine, smooth_q=cfg.smooth_q)["num_ctas"]
+        ctas = tiles.options(name, fine_scales=cfg.fine, smooth_q=cfg.smooth_q,
+                             shape=shape)["num_ctas"]
         sl.interpret(KERNELS[name], all_grids[name], runtime_args(name, values),
                      constexprs(name, shape, tiles, causal=cfg.causal, smooth_k=cfg.smooth_k,
                                 smooth_q=cfg.smooth_q, store_p_ds=store_p_ds,

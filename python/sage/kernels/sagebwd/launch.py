@@ -24,7 +24,7 @@ from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
 from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
-from sage.kernels.sagebwd.prepass import KV_CLUSTER, quantize_kv_kernel
+from sage.kernels.sagebwd.prepass import kv_cluster, quantize_kv_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
 
@@ -137,19 +137,32 @@ class Tiles:
                              f"({self.block_n}) with block scales")
         return plan
 
-    def options(self, kernel: str, *, fine_scales: bool,
-                smooth_q: bool) -> dict[str, int | None]:
+    def options(self, kernel: str, *, fine_scales: bool, smooth_q: bool,
+                shape: Shape | None = None) -> dict[str, int | None]:
         """The launch options of the kernel named ``kernel``: ``num_warps``
         (the consumers' of a warp-specialised forward), ``maxnreg`` and
-        ``num_ctas`` (keyword arguments of a launch or of ``sl.trace``)."""
+        ``num_ctas`` (keyword arguments of a launch or of ``sl.trace``).
+        quantize_kv_kernel's cluster follows the problem's ``shape``
+        (:func:`~sage.kernels.sagebwd.prepass.kv_cluster`).
+
+        Raises:
+            ValueError: quantize_kv_kernel without ``shape``.
+        """
         if kernel == "sagebwd_forward":
             plan = self.forward_tiles(fine_scales, smooth_q)
             return {"num_warps": plan.num_warps, "maxnreg": plan.maxnreg, "num_ctas": 1}
-        return {"num_warps": self.num_warps, "maxnreg": None,
-                "num_ctas": KV_CLUSTER if kernel == "quantize_kv_kernel" else 1}
+        ctas = 1
+        if kernel == "quantize_kv_kernel":
+            if shape is None:
+                raise ValueError("quantize_kv_kernel's launch options need the problem's "
+                                 "shape (its cluster size follows D and Nkv)")
+            ctas = kv_cluster(shape.d, shape.n_kv)
+        return {"num_warps": self.num_warps, "maxnreg": None, "num_ctas": ctas}
 
     def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
         """Warps per program of the kernel named ``kernel`` (:meth:`options`)."""
+        if kernel == "quantize_kv_kernel":  # its warps do not depend on the shape
+            return self.num_warps
         return self.options(kernel, fine_scales=fine_scales, smooth_q=smooth_q)["num_warps"]
 
 
@@ -228,7 +241,7 @@ def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
     # axes (common.program_head), with no integer division.
     return {
         # One thread-block cluster per (batch, kv head).
-        "quantize_kv_kernel": (KV_CLUSTER, hkv, b),
+        "quantize_kv_kernel": (kv_cluster(shape.d, shape.n_kv), hkv, b),
         "sagebwd_forward": forward,
         "sagebwd_backward_prepass": (nq, h, b),
         "sagebwd_backward": (nk, h, b),
@@ -275,7 +288,8 @@ def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
     d, bm, bn, fine = shape.d, tiles.block_m, tiles.block_n, fine_scales
     group = shape.heads // shape.kv_heads
     return {
-        "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine),
+        "quantize_kv_kernel": dict(D=d, BLOCK_N=bn, SMOOTH_K=smooth_k, FINE_SCALES=fine,
+                                   CLUSTER=kv_cluster(d, shape.n_kv)),
         "sagebwd_backward_prepass": dict(D=d, BLOCK_M=bm, FINE_SCALES=fine),
         "sagebwd_backward": dict(D=d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal,
                                  SMOOTH_Q=smooth_q, STORE_P_DS=store_p_ds,
@@ -411,7 +425,7 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         # Per channel over all the tokens (fine scales), else per block.
         "v_scale": BufferSpec((bhkv, d) if fine_scales else (bhkv, nk), "float32"),
         # quantize_kv_kernel's partial statistics, exchanged in its clusters.
-        "kv_partials": BufferSpec((bhkv * 2 * KV_CLUSTER, d), "float32"),
+        "kv_partials": BufferSpec((bhkv * 2 * kv_cluster(d, shape.n_kv), d), "float32"),
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 

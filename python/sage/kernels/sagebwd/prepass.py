@@ -29,12 +29,23 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_
 #: either way.
 STATS_TILES = 4
 #: Programs per (batch, kv head) of quantize_kv_kernel: one thread-block
-#: cluster, resident together. Measured on the H100 (B4 H32, 2, 4 and 8,
-#: bench/results/2026-11-26-h100-prepass-q-in-forward.md): 2 is the fastest
-#: at N=1K (0.067 ms at D128, against 0.105 with 8: a head's few blocks over
-#: 8 programs leave 9 short waves of clusters) and at N=16K, and within 3%
-#: of 8 at N=4K.
+#: cluster, resident together (:func:`kv_cluster`). Measured on the H100
+#: (B4 H32, 2, 4 and 8 programs, the kernel alone:
+#: bench/results/2026-11-27-h100-prepass-layouts.md): 2 is the fastest at
+#: N <= 2K (8 leaves a head's few blocks over short waves of clusters) and
+#: at D=64; at D=128 from 4K keys 8 is 8% faster at 4K, 4% at 8K and 2% at
+#: 16K (a program's share of K and V is then small enough that the
+#: resident programs' shares stay in L2 for the quantization's second read).
 KV_CLUSTER = 2
+#: The cluster at D=128 from :data:`LONG_KEYS` keys.
+KV_CLUSTER_LONG = 8
+LONG_KEYS = 4096
+
+
+def kv_cluster(d: int, n_kv: int) -> int:
+    """quantize_kv_kernel's programs per (batch, kv head) for head dim ``d``
+    and ``n_kv`` keys (see :data:`KV_CLUSTER`)."""
+    return KV_CLUSTER_LONG if d == 128 and n_kv >= LONG_KEYS else KV_CLUSTER
 
 
 def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
@@ -76,11 +87,12 @@ def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_
 def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N_KV, H_KV,
                        stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                        stride_vtd, D: sl.constexpr, BLOCK_N: sl.constexpr,
-                       SMOOTH_K: sl.constexpr, FINE_SCALES: sl.constexpr = False,
-                       CLUSTER: sl.constexpr = KV_CLUSTER):
+                       SMOOTH_K: sl.constexpr, CLUSTER: sl.constexpr,
+                       FINE_SCALES: sl.constexpr = False):
     """K (minus its mean over all the tokens when SMOOTH_K) and V to INT8, for
     one (batch, kv head), by a thread-block cluster of CLUSTER programs
-    (launched with ``num_ctas=CLUSTER``) that reads K and V from memory once.
+    (launched with ``num_ctas=CLUSTER``, :func:`kv_cluster`) that reads K
+    and V from memory once.
 
     Program r of the cluster owns the BLOCK_N-row blocks r, r + CLUSTER, ...
     With SMOOTH_K or FINE_SCALES it first takes what the quantization needs

@@ -208,7 +208,7 @@ def _make_launches(sequence: tuple[str, ...], plan: Plan, store_p_ds: bool,
     all_grids = grids(plan.shape, plan.tiles, **flags, sms=_persistent_sms(plan, device))
     launches = []
     for name in sequence:
-        kwargs = dict(plan.tiles.options(name, **flags),
+        kwargs = dict(plan.tiles.options(name, **flags, shape=plan.shape),
                       **constexprs(name, plan.shape, plan.tiles, causal=plan.causal,
                                    smooth_k=plan.smooth_k, smooth_q=plan.smooth_q,
                                    fine_scales=plan.fine, store_p_ds=store_p_ds,
