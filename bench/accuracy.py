@@ -340,8 +340,8 @@ def _forward_p_tilde(s: np.ndarray, m: np.ndarray, block_n: int) -> np.ndarray:
 
     Per key tile, row r is quantized with scale p_max/127, p_max the tile's
     row max of exp2(S - m_running); rescaled to the final max this is
-    ``exp2(tilemax - m) / 127 * rint(127 exp2(S - tilemax))`` whatever the
-    running maxima were.
+    ``exp2(tilemax - m) / 127 * rint(f16(127 exp2(S - tilemax)))`` whatever
+    the running maxima were (P~ is rounded to f16 first, as the kernels do).
     """
     n, n_kv = s.shape
     padded = np.pad(s, ((0, 0), (0, -n_kv % block_n)), constant_values=-np.inf)
@@ -349,8 +349,8 @@ def _forward_p_tilde(s: np.ndarray, m: np.ndarray, block_n: int) -> np.ndarray:
     tile_max = tiles.max(axis=2, keepdims=True)
     finite = np.isfinite(tile_max)
     safe_max = np.where(finite, tile_max, 0.0)
-    levels = np.where(finite, np.rint(np.float32(127) * np.exp2(tiles - safe_max)
-                                      .astype(np.float32)), 0.0)
+    levels = np.where(finite, np.rint((np.float32(127) * np.exp2(tiles - safe_max)
+                                       .astype(np.float32)).astype(np.float16)), 0.0)
     p = np.where(finite, np.exp2(safe_max - m[:, :, None]) / 127, 0.0) * levels
     return p.reshape(n, -1)[:, :n_kv]
 

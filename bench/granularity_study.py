@@ -272,7 +272,8 @@ def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray
 
     As the kernels: per key tile j, the running max base_j = max(tile maxima <= j);
     P~ = exp2(S - base_j) is quantized per row with the f32 scale
-    exp2(tilemax_j - base_j) / 127, and the accumulated product is rescaled by
+    exp2(tilemax_j - base_j) / 127 (the scaled value rounded to f16 first),
+    and the accumulated product is rescaled by
     exp2(base_j - m) (the product of the later alphas). Returns (P~ dequantized
     times exp2(base_j - m), m, l) with l = sum exp2(S - m) (non-causal).
     """
@@ -286,7 +287,8 @@ def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray
     p_scale = np.exp2(tile_max - base).astype(np.float32) / np.float32(INT8_MAX)
     with np.errstate(over="ignore", invalid="ignore"):
         inv = np.divide(np.float32(1), p_scale, out=np.zeros_like(p_scale), where=p_scale != 0)
-        levels = np.rint(p * inv[:, :, None])
+        # Rounded to f16 first, as the kernels do.
+        levels = np.rint((p * inv[:, :, None]).astype(np.float16)).astype(np.float32)
     del p
     np.nan_to_num(levels, copy=False, nan=0.0)  # as quant_dequant
     np.clip(levels, -INT8_MAX, INT8_MAX, out=levels)
