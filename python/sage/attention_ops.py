@@ -18,6 +18,12 @@ without a GPU).
 
 q, k, v, do, o and the gradients are in ``layout`` ("bhsd" or "bshd"); the
 quantized tensors are the kernels' own (:class:`torch_ops.Saved`).
+
+Eager calls that nothing but autograd would see skip the dispatcher:
+:func:`op_unobserved` (no graph wanted: :func:`forward` directly) and
+:func:`eager_autograd` (:class:`EagerAttention`, the op's autograd node as
+a ``torch.autograd.Function``); the op's backward likewise runs
+:func:`backward` directly where nothing else sees it.
 """
 
 from __future__ import annotations
@@ -128,8 +134,9 @@ def eager_autograd(q: Tensor, k: Tensor, v: Tensor) -> bool:
     """Whether a ``sage::attention_fwd`` call on ``q, k, v`` would be seen by
     nothing but autograd and its implementation (:func:`_plain_eager`), and
     autograd needs a graph: then :class:`EagerAttention` records the same
-    node without the dispatcher and the op's autograd wrappers (~130 us a
-    call on the H100)."""
+    node without the dispatcher and the op's autograd wrappers (70-240 us a
+    call less host time on the H100,
+    bench/results/2026-11-27-h100-host-eager-autograd.md)."""
     return _plain_eager(q, k, v) and _needs_graph(q, k, v)
 
 
@@ -153,9 +160,9 @@ def _grads(plan: torch_ops.Plan, layout: str, device: torch.device) -> tuple[Ten
 
 
 def backward(do: Tensor, q_q: Tensor, q_scale: Tensor, q_mean: Tensor, k_q: Tensor,
-                  k_scale: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
-                  sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str, scales: str
-                  ) -> tuple[Tensor, Tensor, Tensor]:
+             k_scale: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+             sm_scale: float, smooth_k: bool, smooth_q: bool, layout: str, scales: str
+             ) -> tuple[Tensor, Tensor, Tensor]:
     """What ``sage::attention_bwd`` computes: dq, dk, dv in the input dtype
     and ``layout`` (dk, dv summed over each kv head's query heads). ``do``
     has o's dtype."""
