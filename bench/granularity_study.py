@@ -15,7 +15,8 @@ constant along their matmul's contraction axis, so that each scale factors out o
 the INT8 product of a FlashAttention tile:
 
     matmul        operand   contracted axis      legal granules
-    S = Q K^T     Q, K      D (columns)           block, row (per token)
+    S = Q K^T     Q, K      D (columns)           block, row (per token), g16, g32 (per
+                                                  16 / 32 tokens)
     O = P~ V      P~        keys (columns)        row (per token, fixed: from the softmax maxima)
                   V         keys (rows)           block, col (per channel of a tile), col_seq
     dV = P^T dO   P         query rows (rows)     block, col (per key column of a tile)
@@ -74,7 +75,13 @@ VALIDATION_TOLERANCE = 1e-3
 
 # Granule kinds, for an operand tile of tile_rows x tile_cols (Q, K, V, dO tiles:
 # B x D; P, dS tiles: block_m x block_n) inside a matrix of total_rows rows.
-KINDS = ("block", "row", "col", "col_seq")
+KINDS = ("block", "row", "col", "col_seq", "g16", "g32")
+# "gG" (Q, K in S only): one scale per G consecutive rows (tokens) of a tile, the
+# size of a group of keys whose S columns one thread holds in the tensor cores'
+# accumulator (SageAttention2's per-thread K scales: 16 of a 64-key block, 32 of a
+# 128-key block); the model takes the G tokens contiguous, the accumulator's are
+# interleaved (every 8, two at a time).
+GROUPS = {"g16": 16, "g32": 32}
 # For Q in dK and K in dQ only: "fold" reuses the per-token INT8 copy made for S and
 # multiplies its per-token scales into the f32 dS before dS is quantized for that
 # matmul: dK = (dS o s_Q[rows])^T Q^, dQ = (dS o s_K[cols]) K^ (the remaining scale,
@@ -94,6 +101,8 @@ def granule(kind: str, tile_rows: int, tile_cols: int, total_rows: int) -> tuple
         return tile_rows, 1
     if kind == "col_seq":
         return total_rows, 1
+    if kind in GROUPS:
+        return GROUPS[kind], tile_cols
     if kind == FOLD:
         raise ValueError("'fold' has no granule of its own: it reuses the per-token S copy")
     raise ValueError(f"unknown granule kind {kind!r}; expected one of {KINDS}")
@@ -142,13 +151,13 @@ class Scheme:
         for field, (operand, matmul, axis) in USES.items():
             kind = getattr(self, field)
             if field in ("q_dk", "k_dq") and kind == FOLD:
-                if getattr(self, field[0] + "_s") != "row":
-                    raise ValueError(f"{field}: 'fold' needs the per-token ('row') "
-                                     f"{operand} of S")
+                if getattr(self, field[0] + "_s") not in ("row", *GROUPS):
+                    raise ValueError(f"{field}: 'fold' needs the per-token ('row') or "
+                                     f"per-group {operand} of S")
                 continue
             if kind not in KINDS or kind in _NOT_FOR.get(field, ()):
                 raise ValueError(f"{field}: {kind!r} is not a granule of {operand}")
-            legal = {"block", "row"} if axis == 1 else {"block", "col", "col_seq"}
+            legal = {"block", "row", *GROUPS} if axis == 1 else {"block", "col", "col_seq"}
             if kind not in legal:
                 raise ValueError(f"{field}: a {kind} scale of {operand} varies along the "
                                  f"contracted axis of {matmul}; legal: {sorted(legal)}")
@@ -461,6 +470,12 @@ def schemes(quick: bool = False) -> list[Scheme]:
         Scheme("L = B+C+D+E+F", **bwd_do, **qk_tok_blk, v_pv="col"),
         Scheme("M = B+C+D+E+G", **bwd_do, **qk_tok_ch, v_pv="col"),
         Scheme("N = B+C, Q,K channel in dK/dQ", **bwd, q_dk="col", k_dq="col"),
+        Scheme("Pf fine scales: B+C+D+F folded, V channel/sequence", **bwd_do, **qk_fold,
+               v_pv="col_seq"),
+        Scheme("Pg16 = Pf, K in groups of 16 tokens", **bwd_do, **dict(qk_fold, k_s="g16"),
+               v_pv="col_seq"),
+        Scheme("Pg32 = Pf, K in groups of 32 tokens", **bwd_do, **dict(qk_fold, k_s="g32"),
+               v_pv="col_seq"),
         Scheme("T32 per-block 32x32", block_m=32, block_n=32),
         Scheme("T16 per-block 16x16", block_m=16, block_n=16),
         Scheme("T32+H 32x32 dS row/col, P col", block_m=32, block_n=32, **bwd),

@@ -136,3 +136,22 @@ def test_scheme_legality_copies_and_cost():
     assert study.cost(study.Scheme("A")).startswith("none")
     for s in study.schemes():
         s.check()
+
+
+def test_token_group_granules_of_q_and_k_in_s():
+    """gG: one scale per G consecutive tokens of Q or K in S (constant along D),
+    folded into dS like a per-token one; not a granule of operands contracted
+    over tokens."""
+    assert study.granule("g16", 64, 128, 4096) == (16, 128)
+    assert study.granule("g32", 32, 128, 4096) == (32, 128)
+    study.Scheme("k groups", k_s="g16", k_dq="fold", q_s="g32").check()
+    for bad in ({"v_pv": "g16"}, {"k_dq": "g16"}, {"do_dv": "g32"}):
+        with pytest.raises(ValueError):
+            study.Scheme("bad", **bad).check()
+    x = np.random.default_rng(3).standard_normal((64, 128)).astype(np.float32)
+    levels, scale = study.quantize_levels(x, study.granule("g16", 64, 128, 64))
+    # One scale per 16 rows: its absmax / 127.
+    for g in range(4):
+        block = slice(16 * g, 16 * g + 16)
+        assert np.all(scale[block] == np.abs(x[block]).max() / np.float32(127))
+    assert np.abs(levels).max() == 127
