@@ -145,13 +145,19 @@ class Scheme:
     ds_dk: str = "block"
     k_dq: str = "block"
     q_dk: str = "block"
+    #: K's granule in the backward's recomputed S (and a folded dQ's scales),
+    #: where it differs from the forward's ``k_s``: a second INT8 copy of K.
+    k_s_bwd: str = ""
 
     def check(self) -> None:
         """Raises ValueError unless every scale is constant along its matmul's contraction."""
+        if self.k_s_bwd not in ("", "block", "row", *GROUPS):
+            raise ValueError(f"k_s_bwd: {self.k_s_bwd!r} is not a granule of K in S")
         for field, (operand, matmul, axis) in USES.items():
             kind = getattr(self, field)
             if field in ("q_dk", "k_dq") and kind == FOLD:
-                if getattr(self, field[0] + "_s") not in ("row", *GROUPS):
+                of_s = (self.k_s_bwd or self.k_s) if field == "k_dq" else self.q_s
+                if of_s not in ("row", *GROUPS):
                     raise ValueError(f"{field}: 'fold' needs the per-token ('row') or "
                                      f"per-group {operand} of S")
                 continue
@@ -166,13 +172,14 @@ class Scheme:
         """INT8 copies of Q, K and of each dS tile (1: one copy serves both matmuls)."""
         folded = FOLD in (self.q_dk, self.k_dq)
         return {"Q": 1 if self.q_dk in (self.q_s, FOLD) else 2,
-                "K": 1 if self.k_dq in (self.k_s, FOLD) else 2,
+                "K": 2 if self.k_s_bwd not in ("", self.k_s) or
+                self.k_dq not in (self.k_s, FOLD) else 1,
                 "dS": 1 if self.ds_dq == self.ds_dk and not folded else 2}
 
     def describe(self) -> str:
         """The granules that differ from per-block, e.g. ``dS row/col, P col``."""
-        parts = [f"{field}={getattr(self, field)}" for field in USES
-                 if getattr(self, field) != "block"]
+        parts = [f"{field}={getattr(self, field)}" for field in (*USES, "k_s_bwd")
+                 if getattr(self, field) not in ("block", "")]
         return f"{self.block_m}x{self.block_n}" + (": " + ", ".join(parts) if parts else
                                                     ": all per-block")
 
@@ -311,7 +318,7 @@ def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray
 # --------------------------------------------------------------------------- emulation
 
 def _fwd_key(s: Scheme) -> tuple:
-    return (s.block_m, s.block_n, s.q_s, s.k_s, s.v_pv)
+    return (s.block_m, s.block_n, s.q_s, s.k_s, s.v_pv, s.k_s_bwd)
 
 
 def emulate(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, scheme: Scheme,
@@ -359,6 +366,8 @@ def emulate(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, scheme:
                 do64 = round_to(do[b, h], dtype)
                 v64 = round_to(v[b, hk], dtype)
                 delta = round_to((do64 * o).sum(axis=1, keepdims=True), "float32")
+                if scheme.k_s_bwd:  # the backward's S from its own K copy
+                    s = qd @ quant_dequant(k32, granule(scheme.k_s_bwd, bn, d, n_kv)).T
                 p = np.exp2(s - lse)
                 del s
                 ds = p * (do64 @ v64.T - delta)
@@ -372,7 +381,8 @@ def emulate(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, scheme:
             out["dv"][b, hk] += p_q.T @ do_q
             del p_q
             if scheme.k_dq == FOLD:  # K^ (per token) with s_K moved into dS's columns
-                k_b, k_scale = quantize_levels(k32, granule(scheme.k_s, bn, d, n_kv))
+                k_b, k_scale = quantize_levels(
+                    k32, granule(scheme.k_s_bwd or scheme.k_s, bn, d, n_kv))
                 ds32_dq = (fw["ds32"] * k_scale[:, 0][None, :]).astype(np.float32)
             else:
                 k_b = quant_dequant(k32, granule(scheme.k_dq, bn, d, n_kv))
@@ -476,6 +486,10 @@ def schemes(quick: bool = False) -> list[Scheme]:
                v_pv="col_seq"),
         Scheme("Pg32 = Pf, K in groups of 32 tokens", **bwd_do, **dict(qk_fold, k_s="g32"),
                v_pv="col_seq"),
+        Scheme("Pg16b = Pg16, per-token K copy for the backward", **bwd_do,
+               **dict(qk_fold, k_s="g16"), v_pv="col_seq", k_s_bwd="row"),
+        Scheme("Pg32b = Pg32, per-token K copy for the backward", **bwd_do,
+               **dict(qk_fold, k_s="g32"), v_pv="col_seq", k_s_bwd="row"),
         Scheme("T32 per-block 32x32", block_m=32, block_n=32),
         Scheme("T16 per-block 16x16", block_m=16, block_n=16),
         Scheme("T32+H 32x32 dS row/col, P col", block_m=32, block_n=32, **bwd),

@@ -155,3 +155,9 @@ def test_token_group_granules_of_q_and_k_in_s():
         block = slice(16 * g, 16 * g + 16)
         assert np.all(scale[block] == np.abs(x[block]).max() / np.float32(127))
     assert np.abs(levels).max() == 127
+    # The backward's own K copy: a second INT8 copy of K, a granule of K in S.
+    second = study.Scheme("b", k_s="g16", k_dq="fold", k_s_bwd="row")
+    second.check()
+    assert second.copies()["K"] == 2 and "k_s_bwd=row" in second.describe()
+    with pytest.raises(ValueError):
+        study.Scheme("bad", k_s_bwd="col").check()
