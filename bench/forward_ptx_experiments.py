@@ -224,6 +224,18 @@ def _f32(value: float) -> str:
     return "0f" + struct.pack(">f", value).hex().upper()
 
 
+#: The bits of the f32 1.5 * 2^23 read as an int32: an accumulator that starts
+#: there holds, after adding S (|S| < 2^22), the f32 1.5 * 2^23 + S exactly.
+MAGIC_BITS = 0x4B400000
+
+
+def _main_loop(ptx: str) -> tuple[int, int]:
+    """The text span of the main loop's work: from its first S group to the
+    P V group that follows (what the loop rewrites change)."""
+    group = _score_groups(ptx)[0]
+    return group.start(), ptx.index("\twgmma.fence.sync.aligned;", group.end())
+
+
 def ex2_emulation(ptx: str, every: int) -> str:
     """Every ``every``-th exponential of the main loop (between its first S
     group and the P V group that follows) computed on the FMA pipe: x clamped
@@ -232,8 +244,7 @@ def ex2_emulation(ptx: str, every: int) -> str:
     the polynomial, j added to the exponent bits (FlashAttention-4's partial
     ex2 emulation). P^ may then round differently where 255 * 2^x is within
     ~0.02 of a half."""
-    group = _score_groups(ptx)[0]
-    end = ptx.index("\twgmma.fence.sync.aligned;", group.end())
+    start, end = _main_loop(ptx)
     magic = _f32(12582912.0)
     c3, c2, c1, c0 = (_f32(c) for c in EXP2_POLY)
     count = 0
@@ -250,22 +261,10 @@ def ex2_emulation(ptx: str, every: int) -> str:
                 f"\tfma.rn.f32 p, p, f, {c1};\n\tfma.rn.f32 p, p, f, {c0};\n"
                 f"\tmad.lo.s32 {dst}, t, 8388608, p;\n\t}}")
 
-    body = re.sub(r"ex2\.approx\.ftz\.f32 \t(%r\d+), (%r\d+);", emulate, ptx[group.end():end])
+    body = re.sub(r"ex2\.approx\.ftz\.f32 \t(%r\d+), (%r\d+);", emulate, ptx[start:end])
     if count == 0:
         raise ValueError("no ex2.approx.ftz.f32 in the main loop")
-    return ptx[:group.end()] + body + ptx[end:]
-
-
-#: The bits of the f32 1.5 * 2^23 read as an int32: an accumulator that starts
-#: there holds, after adding S (|S| < 2^22), the f32 1.5 * 2^23 + S exactly.
-MAGIC_BITS = 0x4B400000
-
-
-def _main_loop(ptx: str) -> tuple[int, int]:
-    """The text span of the main loop's work: from its first S group to the
-    P V group that follows (the region ``ex2_emulation`` rewrites)."""
-    group = _score_groups(ptx)[0]
-    return group.start(), ptx.index("\twgmma.fence.sync.aligned;", group.end())
+    return ptx[:start] + body + ptx[end:]
 
 
 def magic_scores(ptx: str) -> str:

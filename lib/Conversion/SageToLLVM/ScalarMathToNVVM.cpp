@@ -102,6 +102,17 @@ struct LogLowering : public OpRewritePattern<math::LogOp> {
   }
 };
 
+/// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
+/// held in the low mantissa bits.
+constexpr double kMagic = 12582912.0;
+
+/// Whether `v` is a float constant equal to `expected`.
+bool isFloatConstant(Value v, double expected) {
+  FloatAttr attr;
+  return matchPattern(v, m_Constant(&attr)) &&
+         attr.getValueAsDouble() == expected;
+}
+
 /// fptosi(minimumf(maximumf(roundeven(x), -127), 127)) : f32 -> i8 becomes
 /// trunc(and(bitcast(add.rn(minimumf(maximumf(x, -127), 127), 0x1.8p23)),
 /// 255)); the unclamped fptosi(roundeven(x)) (an `unsaturated` quantize,
@@ -114,31 +125,23 @@ template <typename ConvertOp>
 struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
   MagicRoundToByte(MLIRContext *ctx, double lo, double hi)
       : OpRewritePattern<ConvertOp>(ctx), lo(lo), hi(hi) {}
-  /// 1.5 * 2^23 (bits 0x4B400000): adding it rounds |y| < 2^22 to an integer
-  /// held in the low mantissa bits.
-  static constexpr double kMagic = 12582912.0;
 
   /// The value `in` rounds, with the clamp to [lo, hi] (or to lo alone)
   /// that `in` applies after rounding applied before it instead (clamping
   /// to integer bounds commutes with rounding); null if `in` is not such a
   /// chain.
   Value unrounded(PatternRewriter &rw, Location loc, Value in) const {
-    auto isConstant = [](Value v, double expected) {
-      FloatAttr attr;
-      return matchPattern(v, m_Constant(&attr)) &&
-             attr.getValueAsDouble() == expected;
-    };
     if (auto round = in.getDefiningOp<math::RoundEvenOp>())
       return round.getOperand();
     Value upperBound;
     if (auto upper = in.getDefiningOp<arith::MinimumFOp>()) {
-      if (!isConstant(upper.getRhs(), hi))
+      if (!isFloatConstant(upper.getRhs(), hi))
         return {};
       upperBound = upper.getRhs();
       in = upper.getLhs();
     }
     auto lower = in.getDefiningOp<arith::MaximumFOp>();
-    if (!lower || !isConstant(lower.getRhs(), lo))
+    if (!lower || !isFloatConstant(lower.getRhs(), lo))
       return {};
     auto round = lower.getLhs().getDefiningOp<math::RoundEvenOp>();
     if (!round || (!upperBound && lo < 0.0)) // a signed clamp has both
@@ -199,12 +202,7 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
 /// trunc(bitcast(add.rn.f(extf(h : f16), 1.5 * 2^23))), the magic-number
 /// rounding of an f16 with scale 1 and no clamp (MagicRoundToByte's
 /// result), and h is arith.truncf of an f32. Returns that f32.
-static Value roundedHalf(Value byte) {
-  auto isConstant = [](Value v, double expected) {
-    FloatAttr attr;
-    return matchPattern(v, m_Constant(&attr)) &&
-           attr.getValueAsDouble() == expected;
-  };
+Value roundedHalf(Value byte) {
   auto trunc = byte.getDefiningOp<LLVM::TruncOp>();
   auto bits = trunc ? trunc.getArg().getDefiningOp<LLVM::BitcastOp>() : nullptr;
   auto round =
@@ -216,8 +214,8 @@ static Value roundedHalf(Value byte) {
   ValueRange args = round.getArgs();
   bool add = round.getIntrin() == "llvm.nvvm.add.rn.f" && args.size() == 2;
   bool fma = round.getIntrin() == "llvm.nvvm.fma.rn.f" && args.size() == 3 &&
-             isConstant(args[1], 1.0);
-  if (!(add || fma) || !isConstant(args.back(), 12582912.0))
+             isFloatConstant(args[1], 1.0);
+  if (!(add || fma) || !isFloatConstant(args.back(), kMagic))
     return {};
   auto widen = args[0].getDefiningOp<arith::ExtFOp>();
   if (!widen || !widen.getIn().getType().isF16())

@@ -161,9 +161,9 @@ class Tiles:
 
     def warps(self, kernel: str, *, fine_scales: bool, smooth_q: bool) -> int:
         """Warps per program of the kernel named ``kernel`` (:meth:`options`)."""
-        if kernel == "quantize_kv_kernel":  # its warps do not depend on the shape
-            return self.num_warps
-        return self.options(kernel, fine_scales=fine_scales, smooth_q=smooth_q)["num_warps"]
+        if kernel == "sagebwd_forward":
+            return self.forward_tiles(fine_scales, smooth_q).num_warps
+        return self.num_warps
 
 
 def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
