@@ -411,8 +411,9 @@ def fake_quant_sagebwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarr
                 s = _numpy_causal_fill(s, 0)
             m = s.max(axis=1, keepdims=True)
             p_exact = np.exp2(s - m)
-            l = p_exact.sum(axis=1, keepdims=True)
             p_tilde = p_exact if "p_fwd" in exact else _forward_p_tilde(s, m, bn)
+            # The row sum of the quantized P~, as the kernels take it.
+            l = p_tilde.sum(axis=1, keepdims=True)
             o = (p_tilde @ vd) / l
             lse = m + np.log2(l)
             do_h = do64[b, h]

@@ -291,7 +291,8 @@ def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray
     exp2(tilemax_j - base_j) / 127 (the scaled value rounded to f16 first),
     and the accumulated product is rescaled by
     exp2(base_j - m) (the product of the later alphas). Returns (P~ dequantized
-    times exp2(base_j - m), m, l) with l = sum exp2(S - m) (non-causal).
+    times exp2(base_j - m), m, l) with l the row sum of that P~ (the kernels
+    sum the quantized bytes; non-causal).
     """
     n, n_kv = s.shape
     pad = -n_kv % block_n
@@ -311,7 +312,7 @@ def forward_p_tilde(s: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray
     m = base[:, -1:]
     coef = np.exp2(base - m) * p_scale.astype(np.float64)
     p_deq = (levels.astype(np.float64) * coef[:, :, None]).reshape(n, -1)[:, :n_kv]
-    l = np.exp2(s - m).sum(axis=1, keepdims=True)
+    l = p_deq.sum(axis=1, keepdims=True)
     return p_deq, m, l
 
 

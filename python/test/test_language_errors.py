@@ -49,8 +49,9 @@ def test_qmatmul_needs_int8():
 
 
 def test_unsigned_bytes_only_feed_matmuls_and_dequantize():
-    """A uint8 tile is the lhs of sl.qmatmul or the input of sl.dequantize:
-    it is no rhs, is not converted and is not stored."""
+    """A uint8 tile is the lhs of sl.qmatmul, the input of sl.dequantize or
+    widened: it is no rhs, is not narrowed or reinterpreted, nothing is
+    converted to it and it is not stored."""
     def rhs(a, n):
         t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
         q, s = sl.quantize(t, sl.uint8_per_token)
@@ -64,7 +65,13 @@ def test_unsigned_bytes_only_feed_matmuls_and_dequantize():
         q, _ = sl.quantize(t, sl.uint8_per_block)
         q.to(sl.int8)  # HERE
 
-    expect_error(cast, [F32, N], {}, r"no cast from or to uint8", "# HERE")
+    expect_error(cast, [F32, N], {}, r"no cast to uint8 or from it to i8", "# HERE")
+
+    def to_unsigned(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        t.to(sl.int32).to(sl.uint8)  # HERE
+
+    expect_error(to_unsigned, [F32, N], {}, r"no cast to uint8 or from it to i8", "# HERE")
 
     def store(a, out, n):
         t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))

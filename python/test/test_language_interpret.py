@@ -252,6 +252,30 @@ def _unsigned_pv(p, v, o, BLOCK: sl.constexpr):
     sl.store(o, sl.qmatmul(p_q, p_scale, vt, one), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
 
 
+def _unsigned_row_sums(p, sums, floats, BLOCK: sl.constexpr):
+    """P quantized to unsigned bytes, widened (unsigned) and summed per row."""
+    x = sl.load(p, (BLOCK, BLOCK), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
+    p_q, _ = sl.quantize(x, sl.uint8_per_token)
+    sl.store(sums, sl.sum(p_q.to(sl.int32), 1), (0, 0), (1, 0), (BLOCK, 1))
+    sl.store(floats, p_q.to(sl.float32), (0, 0), (BLOCK, 1), (BLOCK, BLOCK))
+
+
+def test_unsigned_bytes_widen_as_unsigned():
+    """A uint8 tile widens to int32 (zero-extended) and to float32 (as
+    unsigned): bytes above 127 keep their value."""
+    n = 32
+    p = np.abs(RNG.standard_normal((n, n))).astype(np.float32)
+    sums = np.zeros((n, 1), np.int32)
+    floats = np.zeros((n, n), np.float32)
+    sl.interpret(_unsigned_row_sums, 1, [p, sums, floats], dict(BLOCK=n))
+    scale = (np.abs(p).max(axis=1, keepdims=True) / np.float32(255)).astype(np.float32)
+    q = np.clip(np.rint((p * (np.float32(1) / scale).astype(np.float32)).astype(np.float32)),
+                0, 255)
+    assert q.max() == 255
+    np.testing.assert_array_equal(floats, q)
+    np.testing.assert_array_equal(sums[:, 0], q.sum(axis=1).astype(np.int32))
+
+
 def test_unsigned_quantize_and_matmul_use_the_whole_byte():
     """sl.uint8_per_token: P / (absmax / 255) rounded into [0, 255] (negative
     values to 0), and sl.qmatmul reads the bytes as unsigned: the result is

@@ -104,6 +104,21 @@ def test_unsigned_scheme_and_lhs_trace():
     assert "contract(1, 1) rhs_sigma16 lhs_unsigned :" in text
 
 
+def test_unsigned_bytes_widen_unsigned_in_the_ir():
+    """uint8 widens with arith.extui and arith.uitofp (int8 with the signed
+    forms)."""
+    def kernel(p, o, f):
+        x = sl.load(p, (64, 64), (0, 0), (64, 1), (64, 64))
+        q, _ = sl.quantize(x, sl.uint8_per_token)
+        sl.store(o, sl.sum(q.to(sl.int32), 1), (0, 0), (1, 0), (64, 1))
+        sl.store(f, q.to(sl.float32), (0, 0), (64, 1), (64, 64))
+
+    text = sl.trace(kernel, [sl.ArgSpec.pointer(sl.float32), sl.ArgSpec.pointer(sl.int32),
+                             sl.ArgSpec.pointer(sl.float32)], {})
+    assert "arith.extui" in text and "arith.uitofp" in text
+    assert "arith.extsi" not in text and "arith.sitofp" not in text
+
+
 def test_constexpr_if_is_python():
     fn, specs, constexprs = KERNELS["attention_forward"]
     plain = sl.trace(fn, specs, {**constexprs, "CAUSAL": False})

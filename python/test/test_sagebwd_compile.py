@@ -93,6 +93,8 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
             # P~ rounds through f16 pairs into its register-A words
             # (RoundF16PairsToBytes): no f32 magic-number add is left for it.
             assert "cvt.rn.f16x2.f32" in ptx and "add.rn.f16x2" in ptx, flags
+            # Its row sum adds the bytes four at a time (sumBytesByDp4a).
+            assert "dp4a." in ptx, flags
         if not Path(PTXAS).exists():
             continue  # only this step needs the CUDA toolkit
         log, cubin = _ptxas(ptx, tmp_path)

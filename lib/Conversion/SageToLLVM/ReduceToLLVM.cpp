@@ -14,6 +14,8 @@
 #include "sage/Dialect/Sage/IR/SageDialect.h"
 #include "sage/Layout/LinearLayout.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -52,6 +54,60 @@ static Value absolute(OpBuilder &b, Location loc, Value v) {
   if (isa<FloatType>(v.getType()))
     return math::AbsFOp::create(b, loc, v);
   return math::AbsIOp::create(b, loc, v);
+}
+
+/// The byte a slot widened from, if it is `extui`/`extsi` of an i8 to i32,
+/// with whether it was signed.
+static std::optional<std::pair<Value, bool>> widenedByte(Value v) {
+  if (auto ext = v.getDefiningOp<arith::ExtUIOp>())
+    if (ext.getIn().getType().isInteger(8))
+      return std::pair{ext.getIn(), false};
+  if (auto ext = v.getDefiningOp<arith::ExtSIOp>())
+    if (ext.getIn().getType().isInteger(8))
+      return std::pair{ext.getIn(), true};
+  return std::nullopt;
+}
+
+/// The sum of slots that all widen bytes of one signedness to i32, four at
+/// a time by `dp4a` (one instruction per four bytes, against a widening and
+/// an add each): the bytes are packed into words in slot order, as the
+/// register-A words of a matmul on the same tile are (DotLowering's
+/// RegisterFragments: the four slots of a row a thread holds in a k-step of
+/// 16), so the peepholes that make those words make these the same way and
+/// the duplicates fold. Two chains of dp4a, each accumulating into the
+/// last, joined by one add. Empty where the slots do not qualify.
+static Value sumBytesByDp4a(OpBuilder &b, Location loc, ArrayRef<Value> slots) {
+  if (slots.size() < 8 || slots.size() % 4)
+    return {};
+  SmallVector<Value> bytes;
+  std::optional<bool> isSigned;
+  for (Value v : slots) {
+    std::optional<std::pair<Value, bool>> byte = widenedByte(v);
+    if (!byte || (isSigned && *isSigned != byte->second))
+      return {};
+    isSigned = byte->second;
+    bytes.push_back(byte->first);
+  }
+  auto wordType = VectorType::get({4}, b.getI8Type());
+  Value ones = LLVM::ConstantOp::create(
+      b, loc, wordType,
+      DenseElementsAttr::get(wordType, b.getI8IntegerAttr(1)));
+  auto aType = *isSigned ? NVVM::DotAccumulateType::SIGNED
+                         : NVVM::DotAccumulateType::UNSIGNED;
+  Value chains[2] = {arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
+                     arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))};
+  for (size_t w = 0; w < bytes.size() / 4; ++w) {
+    Value word = LLVM::PoisonOp::create(b, loc, wordType);
+    for (int32_t j = 0; j < 4; ++j)
+      word = LLVM::InsertElementOp::create(
+          b, loc, word, bytes[4 * w + j],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
+    Value &acc = chains[w % 2];
+    acc = NVVM::DotAccumulate4WayOp::create(
+        b, loc, b.getI32Type(), word, aType, ones,
+        NVVM::DotAccumulateType::UNSIGNED, acc);
+  }
+  return arith::AddIOp::create(b, loc, chains[0], chains[1]);
 }
 
 static bool isSupported(Type elem) {
@@ -141,7 +197,8 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
     //    differ from it in reduced register bits (copies excluded), combined
     //    pairwise: a tree of depth log2(n) instead of a chain of n - 1
     //    dependent instructions (a softmax row's max and sum over 32 slots
-    //    each waited out every FMNMX's and FADD's latency in turn).
+    //    each waited out every FMNMX's and FADD's latency in turn). Sums
+    //    of widened bytes take four a time (sumBytesByDp4a).
     SmallVector<Value> partial;
     int32_t freeRegs = in->getLayout().getFreeMask(layout::InDim::Register);
     for (int64_t kept : plan->keptSlots) {
@@ -149,10 +206,17 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       for (int64_t r = 0; r < in->getNumElements(); ++r) {
         if ((r & ~plan->regMask) != kept || (r & freeRegs))
           continue;
-        Value v = widen(rw, loc, values[r]);
+        level.push_back(values[r]);
+      }
+      if (kind == ReduceKind::Sum)
+        if (Value sum = sumBytesByDp4a(rw, loc, level)) {
+          partial.push_back(sum);
+          continue;
+        }
+      for (Value &v : level) {
+        v = widen(rw, loc, v);
         if (kind == ReduceKind::AbsMax)
           v = absolute(rw, loc, v);
-        level.push_back(v);
       }
       while (level.size() > 1) {
         SmallVector<Value> next;

@@ -181,10 +181,13 @@ struct MagicRoundToByte : public OpRewritePattern<ConvertOp> {
     Value sum = add->getResult(0);
     Value bits = LLVM::BitcastOp::create(rw, loc, rw.getI32Type(), sum);
     // Bytes only packed into wider vectors (register A words, vector
-    // stores: PRMT) need no `and`; one that may be stored alone does.
+    // stores: PRMT) need no `and`; one that may be stored alone does. Dead
+    // users (a widening that a dp4a sum of the packed words replaced) do
+    // not count.
     bool packedOnly = llvm::all_of(op->getUsers(), [](Operation *user) {
       auto insert = dyn_cast<LLVM::InsertElementOp>(user);
-      return insert && insert.getVector().getType().getNumElements() >= 2;
+      return (insert && insert.getVector().getType().getNumElements() >= 2) ||
+             isOpTriviallyDead(user);
     });
     Value byte = bits;
     if (!packedOnly)

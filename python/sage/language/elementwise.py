@@ -102,23 +102,25 @@ def cast(x: Operand, dtype: DType) -> Value:
     source = x.dtype
     if source == dtype:
         return x
-    if uint8 in (source, dtype):
-        # Unsigned bytes exist only between a quantize and the matmul or
-        # dequantize that reads them.
-        raise error(f"no cast from or to uint8 ({source.mlir} to {dtype.mlir}): an "
-                    "sl.uint8_per_* quantization feeds sl.qmatmul or sl.dequantize")
+    if dtype is uint8 or (source is uint8 and dtype.bits <= 8):
+        # Unsigned bytes come only from a quantize; they are read by the
+        # matmul or dequantize of that quantization, or widened (as
+        # unsigned) to a wider integer or a float.
+        raise error(f"no cast to uint8 or from it to {dtype.mlir}: an sl.uint8_per_* "
+                    "quantization feeds sl.qmatmul or sl.dequantize, or widens to a wider "
+                    "integer or a float")
     if dtype is int1:
         raise error("no cast to i1: compare instead (x != 0)")
     result = with_element(x.type, dtype)
     if source.is_float and dtype.is_float and 16 == source.bits == dtype.bits:
         return cast(cast(x, float32), dtype)  # f16 <-> bf16 goes through f32
     if source.is_int and dtype.is_int:
-        op = ("arith.extui" if source is int1 else "arith.extsi") \
+        op = ("arith.extui" if source in (int1, uint8) else "arith.extsi") \
             if dtype.bits > source.bits else "arith.trunci"
     elif source.is_float and dtype.is_float:
         op = "arith.extf" if dtype.bits > source.bits else "arith.truncf"
     elif dtype.is_float:
-        op = "arith.uitofp" if source is int1 else "arith.sitofp"
+        op = "arith.uitofp" if source in (int1, uint8) else "arith.sitofp"
     else:
         op = "arith.fptosi"
     return Value(result, backend().cast(op, x, result))

@@ -338,7 +338,8 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     unsigned, with fine scales, else 127: the per-token scale p_max / Q of
     the spec, p_max from the running maxima), and O and l, kept in units of
     2^u, are moved to the new units by 2^(u - u') before P^ V^ (times V^'s
-    block scale) and the row sum of Q * 2^(S - u') are added. With fine
+    block scale) and the row sum of P^ (the bytes, as the kernel sums them)
+    are added. With fine
     scales V^'s channel scales multiply O once, after the last block. O =
     acc / l rounded to ``cfg.out_dtype``; LSE = u + log2(l / Q) rounded to
     float32.
@@ -378,7 +379,8 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                     if not cfg.fine:
                         pv = pv * np.float64(saved.v_scale[b, hk, j])
                     acc = acc * shift + pv
-                    l = l * shift + p.sum(axis=1, keepdims=True)
+                    # The row sum of the bytes, exact (docs/sagebwd.md).
+                    l = l * shift + p_q.sum(axis=1, keepdims=True, dtype=np.float64)
                     unit = new_unit
                 if cfg.fine:  # V's channel scales, once
                     acc = acc * saved.v_scale[b, hk].astype(np.float64)[None, :]

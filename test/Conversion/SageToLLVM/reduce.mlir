@@ -68,4 +68,44 @@ func.func @half(%x: tensor<16x32xf16>) -> tensor<16x1xf16> {
   %r = sage.reduce sum %x axis 1 : tensor<16x32xf16> -> tensor<16x1xf16>
   return %r : tensor<16x1xf16>
 }
+
+// A sum of bytes widened to i32 takes four at a time: the slots packed into
+// words in slot order, each summed by dp4a against 0x01010101 in one of two
+// chains. Unsigned bytes (extui) are read unsigned, signed (extsi) signed.
+// CHECK-LABEL: func.func @bytes
+// CHECK-NOT: arith.extui
+// CHECK: %[[ONES:.*]] = llvm.mlir.constant(dense<1> : vector<4xi8>) : vector<4xi8>
+// CHECK: %[[W0:.*]] = llvm.insertelement %{{.*}}, %{{.*}}[%c3_i32 : i32] : vector<4xi8>
+// CHECK: %[[C0:.*]] = nvvm.dot.accumulate.4way %[[W0]] <unsigned>, %[[ONES]] <unsigned>, %c0_i32 : vector<4xi8>, vector<4xi8>
+// CHECK: %[[W1:.*]] = llvm.insertelement %{{.*}}, %{{.*}}[%c3_i32 : i32] : vector<4xi8>
+// CHECK: %[[C1:.*]] = nvvm.dot.accumulate.4way %[[W1]] <unsigned>, %[[ONES]] <unsigned>, %c0_i32
+// CHECK: nvvm.dot.accumulate.4way %{{.*}} <unsigned>, %[[ONES]] <unsigned>, %[[C0]]
+// CHECK: nvvm.dot.accumulate.4way %{{.*}} <unsigned>, %[[ONES]] <unsigned>, %[[C1]]
+// CHECK: arith.addi
+// CHECK: nvvm.shfl.sync
+// CHECK: return
+func.func @bytes(%x: tensor<16x256xi8>) -> tensor<16x1xi32> {
+  %w = arith.extui %x : tensor<16x256xi8> to tensor<16x256xi32>
+  %r = sage.reduce sum %w axis 1 : tensor<16x256xi32> -> tensor<16x1xi32>
+  return %r : tensor<16x1xi32>
+}
+
+// CHECK-LABEL: func.func @signed_bytes
+// CHECK: nvvm.dot.accumulate.4way %{{.*}} <signed>, %{{.*}} <unsigned>
+func.func @signed_bytes(%x: tensor<16x256xi8>) -> tensor<16x1xi32> {
+  %w = arith.extsi %x : tensor<16x256xi8> to tensor<16x256xi32>
+  %r = sage.reduce sum %w axis 1 : tensor<16x256xi32> -> tensor<16x1xi32>
+  return %r : tensor<16x1xi32>
+}
+
+// Too few slots a thread for a word each chain (or a max): widened and added.
+// CHECK-LABEL: func.func @few_bytes
+// CHECK-NOT: nvvm.dot.accumulate.4way
+// CHECK: arith.addi
+// CHECK: return
+func.func @few_bytes(%x: tensor<16x32xi8>) -> tensor<16x1xi32> {
+  %w = arith.extui %x : tensor<16x32xi8> to tensor<16x32xi32>
+  %r = sage.reduce sum %w axis 1 : tensor<16x32xi32> -> tensor<16x1xi32>
+  return %r : tensor<16x1xi32>
+}
 }

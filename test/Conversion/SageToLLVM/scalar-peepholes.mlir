@@ -158,6 +158,29 @@ func.func @f16_pairs(%x: tensor<16x32xf32>, %dst: !sage.ptr<i8> {sage.alignment 
   return
 }
 
+// Bytes that are also widened and summed (P~'s row sum): the sum takes
+// them by dp4a from words packed as the store's are, so the widening dies
+// and the bytes still round f16 pairs, with no `and`.
+// CHECK-LABEL: func.func @f16_pairs_summed
+// CHECK-NOT: and.b32
+// CHECK: cvt.rn.f16x2.f32
+// CHECK: nvvm.dot.accumulate.4way
+// CHECK-NOT: and.b32
+// CHECK: return
+func.func @f16_pairs_summed(%x: tensor<16x256xf32>, %dst: !sage.ptr<i8> {sage.alignment = 16 : i64}) -> tensor<16x1xi32> {
+  %one = arith.constant dense<1.0> : tensor<16x1xf32>
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c16 = arith.constant 16 : i64
+  %c256 = arith.constant 256 : i64
+  %h = arith.truncf %x : tensor<16x256xf32> to tensor<16x256xf16>
+  %q, %t = sage.quantize #sage.uint8<per_token> %h scale %one unsaturated : tensor<16x256xf16>, tensor<16x1xf32> -> tensor<16x256xi8>, tensor<16x1xf32>
+  sage.store %q, %dst[%c0, %c0] strides [%c256, %c1] bounds [%c16, %c256] : tensor<16x256xi8>, !sage.ptr<i8>
+  %w = arith.extui %q : tensor<16x256xi8> to tensor<16x256xi32>
+  %r = sage.reduce sum %w axis 1 : tensor<16x256xi32> -> tensor<16x1xi32>
+  return %r : tensor<16x1xi32>
+}
+
 // Another scale would round its product in f16: the f32 magic-number path.
 // CHECK-LABEL: func.func @f16_scaled
 // CHECK: llvm.call_intrinsic "llvm.nvvm.fma.rn.f"

@@ -155,7 +155,10 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
             # Rounded to f16 first: pairs of f16 round to bytes on the FMA
             # pipe (docs/sagebwd.md, "P~ through f16").
             p_q, _ = sl.quantize(p.to(sl.float16), scheme, scale=ones, saturate=False)
-            return p_q, new_m, new_unit, shift * l + sl.sum(p, 1), shift
+            # l sums the bytes P^ (exact; docs/sagebwd.md, "The row sum of
+            # the bytes"): four at a time, from the words P^ V^ reads.
+            l_block = sl.sum(p_q.to(sl.int32), 1).to(sl.float32)
+            return p_q, new_m, new_unit, shift * l + l_block, shift
 
         def values(p_q, col):
             """P^ V^ over the key block at ``col``, in the block's units (with
