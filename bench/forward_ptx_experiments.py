@@ -341,10 +341,10 @@ def integer_o(ptx: str, check: bool = False) -> str:
     first = re.search(r"setp\.ne\.b32 p, (%r\d+), 0;", body)
     if first is None:
         raise ValueError("no scale-d predicate in the P^ V^ group")
-    zero = re.search(rf"mov\.b32 \t{re.escape(first[1])}, 0;", body)
-    if zero is None:
-        raise ValueError("the first P^ V^ k-step's scale-d is not a literal 0")
-    body = body[:zero.start()] + f"mov.b32 \t{first[1]}, 1;" + body[zero.end():]
+    # Its register holds 0 (possibly shared with other zeros): the first
+    # k-step's predicate is made true instead.
+    body = body[:first.start()] + f"setp.eq.b32 p, {first[1]}, {first[1]};" + \
+        body[first.end():]
     accumulator = [r.strip() for r in re.search(
         r"s32\.u8\.s8 \{([^}]*)\}", body)[1].split(",")]
     ptx = ptx[:group.start(1)] + body + ptx[group.end(1):]

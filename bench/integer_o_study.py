@@ -349,7 +349,9 @@ def integer_o_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdC
                                       unsigned=True)
                     # P^ V^ in float64 is exact: |sum| <= 256 * 255 * 127 < 2^53.
                     state.acc += (p_q.astype(np.float64) @ v_q).astype(np.int64)
-                    state.l += p.sum(axis=1, keepdims=True)
+                    # The row sum of the bytes, as the kernels take it (since the
+                    # sixteenth session; the 2026-11-26 record summed the f32 P~).
+                    state.l += p_q.sum(axis=1, keepdims=True, dtype=np.float64)
                     c = state.counts
                     c.max_acc = max(c.max_acc, float(np.abs(state.acc).max()))
                     c.bound_violations += int((state.bound(variant.guard)[:, 0] <
