@@ -97,6 +97,15 @@ def test_the_kv_cluster_follows_the_head_dim_and_the_keys(d, n_kv, cluster):
         (2 * 2 * 2 * cluster, d)
 
 
+@pytest.mark.parametrize("smooth_k", [True, False])
+def test_k_mean_is_filled_only_without_smoothing(smooth_k):
+    """With K-smoothing the pre-pass writes every row of k_mean, so it needs
+    no fill (no launch); without, it must read as zeros."""
+    shape, tiles = Shape(2, 4, 2, 1000, 1000, 64), Tiles(64, 64, 4)
+    specs = forward_buffers(shape, tiles, False, True, smooth_k)
+    assert specs["k_mean"].zeroed is not smooth_k
+
+
 def test_strided_params_are_the_16_bit_token_tensors():
     assert strided_params("sagebwd_backward") == ("v", "do")
     assert strided_params("quantize_kv_kernel") == ("k", "v")

@@ -397,9 +397,11 @@ UNUSED = BufferSpec((1,), "float32", zeroed=True)
 
 
 def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
-                    fine_scales: bool = False) -> dict[str, BufferSpec]:
+                    fine_scales: bool = False, smooth_k: bool = True
+                    ) -> dict[str, BufferSpec]:
     """What the pre-pass and the forward write (O aside: its dtype and layout
-    are the caller's). ``k_mean`` is zeroed (it stays 0 without smooth_k).
+    are the caller's). ``k_mean`` is zeroed without ``smooth_k`` (it stays
+    0); with it the pre-pass writes every row (no fill launch).
     With ``fine_scales`` Q and K have one scale per token and V one per channel
     over all its tokens."""
     b, d = shape.batch, shape.d
@@ -412,7 +414,7 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "q_scale": BufferSpec((bh, scale_row_length(shape.n, tiles.block_m, fine_scales)),
                               "float32"),
         "q_mean": BufferSpec((bh, nq, d), "float32") if smooth_q else UNUSED,
-        "k_mean": BufferSpec((bhkv, d), "float32", zeroed=True),
+        "k_mean": BufferSpec((bhkv, d), "float32", zeroed=not smooth_k),
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
         "k_scale": BufferSpec((bhkv, scale_row_length(shape.n_kv, tiles.block_n,
                                                         fine_scales)), "float32"),
