@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,29 +36,32 @@ import triton.testing  # noqa: E402
 from sage.kernels.sagebwd.launch import ForwardTiles, default_tiles  # noqa: E402
 from sage.kernels.sagebwd.torch_ops import forward  # noqa: E402
 
-#: Forward plans beside the default (None), by name.
-PLANS = {"default": None,
-         "three-programs-an-sm": ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False,
-                                              tma_store=True),
-         "two-programs-an-sm": ForwardTiles(64, 4, block_n=128, skewed=False, tma_store=True),
-         "four-programs-an-sm": ForwardTiles(64, 4, maxnreg=128, block_n=64, skewed=False,
-                                             tma_store=True),
-         "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
-         "three-programs-skewed": ForwardTiles(64, 4, maxnreg=168, block_n=128,
-                                               tma_store=True),
-         "three-programs-persistent": ForwardTiles(64, 4, maxnreg=168, block_n=128,
-                                                   skewed=False, tma_store=True,
-                                                   persistent=True),
-         "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
-         "256-keys": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True),
-         "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
-                                          skewed=False, tma_store=True),
-         "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
-                                           block_n=128, skewed=False, tma_store=True),
-         "ping-pong-skewed-128x128": ForwardTiles(128, 8, warp_specialize=True,
-                                                  ping_pong=True, block_n=128, tma_store=True),
-         # The head dim's and mask's default plan, its grid made persistent.
-         "persistent": "persistent"}
+#: Forward plans beside the default (None), by name; a function maps the
+#: case's default plan to the plan.
+PLANS: dict[str, ForwardTiles | Callable[[ForwardTiles], ForwardTiles] | None] = {
+    "default": None,
+    "three-programs-an-sm": ForwardTiles(64, 4, maxnreg=168, block_n=128, skewed=False,
+                                         tma_store=True),
+    "two-programs-an-sm": ForwardTiles(64, 4, block_n=128, skewed=False, tma_store=True),
+    "four-programs-an-sm": ForwardTiles(64, 4, maxnreg=128, block_n=64, skewed=False,
+                                        tma_store=True),
+    "skewed": ForwardTiles(64, 4, block_n=128, tma_store=True),
+    "three-programs-skewed": ForwardTiles(64, 4, maxnreg=168, block_n=128,
+                                          tma_store=True),
+    "three-programs-persistent": ForwardTiles(64, 4, maxnreg=168, block_n=128,
+                                              skewed=False, tma_store=True,
+                                              persistent=True),
+    "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
+    "256-keys": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True),
+    "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
+                                     skewed=False, tma_store=True),
+    "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
+                                      block_n=128, skewed=False, tma_store=True),
+    "ping-pong-skewed-128x128": ForwardTiles(128, 8, warp_specialize=True,
+                                             ping_pong=True, block_n=128, tma_store=True),
+    # The head dim's and mask's default plan, its grid made persistent.
+    "persistent": lambda default: replace(default, persistent=True)
+}
 
 
 def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
@@ -93,8 +96,8 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
     for name in plans:
         plan = PLANS[name]
         default = default_tiles(d, causal=causal)
-        if plan == "persistent":
-            plan = replace(default.forward_tiles(True, False), persistent=True)
+        if callable(plan):
+            plan = plan(default.forward_tiles(True, False))
         tiles = None if plan is None else replace(default, forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
                                "tiles": str(tiles or default_tiles(d, causal=causal)),

@@ -68,6 +68,20 @@ def test_to_bf16_overflow_nan_and_subnormals():
 
 # --------------------------------------------------------------------------- quantize
 
+@pytest.mark.parametrize("granularity", ["per_block", "per_token", "per_channel"])
+def test_absmax_scales_are_quantize_s(granularity):
+    """absmax_scales gives the scales quantize computes: absmax / qmax, 0 for
+    a zero granule and for a subnormal one, for either qmax."""
+    x = f32([[0.0, 0.0, 2.0], [0.0, 1e-40, -254.0], [0.0, 0.0, 3.0]])
+    for qmax in (127, 255):
+        got = ref.absmax_scales(x, granularity, qmax)
+        _, expected = ref.quantize(np.abs(x), granularity, qmax=qmax, unsigned=qmax == 255)
+        np.testing.assert_array_equal(got, expected)
+    assert ref.absmax_scales(x, "per_token")[0, 0] == F32(2.0) / F32(127)
+    assert ref.absmax_scales(x, "per_channel")[0, 0] == 0.0  # a zero column
+    assert ref.absmax_scales(f32([[1e-40]]), "per_block")[0, 0] == 0.0  # subnormal
+
+
 def test_quantize_rounding_ties():
     # absmax 127 -> scale 127/127 = 1, inv 1, so y = x and every .5 is a tie.
     x = f32([[0.5, 1.5, 2.5, -2.5, -0.5, 126.5, -127.0, 127.0]])

@@ -63,6 +63,27 @@ def round_to_integer(y: np.ndarray, rounding: str) -> np.ndarray:
     raise ValueError(f"unknown rounding {rounding!r}; expected one of {ROUNDINGS}")
 
 
+def absmax_scales(x: np.ndarray, granularity: str, qmax: int = INT8_MAX) -> np.ndarray:
+    """The scales :func:`quantize` computes without a given ``scale``: per
+    granule, absmax / ``qmax`` in float32, 0 where that is subnormal (or the
+    granule is 0), NaN where it holds NaN. ``x``: a float16/float32 tile."""
+    return _scales_of(_absmax(x.astype(np.float32), granularity), qmax)
+
+
+def _absmax(x32: np.ndarray, granularity: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.max(np.abs(x32), axis=_GRANULE_AXES[granularity], keepdims=True)
+
+
+def _scales_of(absmax: np.ndarray, qmax: int) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        scales = absmax / np.float32(qmax)
+        # Normal or 0 (NaN stays NaN): then |x * inv| < qmax + 1/2 and the
+        # kernels need no clamp (sage.quantize's description).
+        return np.where(scales < np.finfo(np.float32).tiny, np.float32(0),
+                        scales).astype(np.float32)
+
+
 def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
              scale: np.ndarray | None = None, qmax: int | None = None,
              saturate: bool = True, unsigned: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -117,16 +138,11 @@ def quantize(x: np.ndarray, granularity: str, rounding: str = "rne",
         raise ValueError(f"qmax must be an integer in [1, {largest}], got {qmax!r}")
     qmin = 0 if unsigned else -qmax
 
-    axes = _GRANULE_AXES[granularity]
     x32 = x.astype(np.float32)  # exact for float16 and float32
     with np.errstate(all="ignore"):
-        absmax = np.max(np.abs(x32), axis=axes, keepdims=True)
+        absmax = _absmax(x32, granularity)
         if scale is None:
-            scales = absmax / np.float32(qmax)
-            # Normal or 0 (NaN stays NaN): then |x * inv| < qmax + 1/2 and
-            # the kernels need no clamp (sage.quantize's description).
-            scales = np.where(scales < np.finfo(np.float32).tiny, np.float32(0),
-                              scales).astype(np.float32)
+            scales = _scales_of(absmax, qmax)
         else:
             scales = _check_scales(scale, x.shape, granularity).copy()
         inv = np.where(scales == 0, np.float32(0), np.float32(1) / scales).astype(np.float32)
