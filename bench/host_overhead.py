@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = torch_ops.plan_of(q, k, causal=causal, sm_scale=args.d ** -0.5, smooth_k=True,
                              smooth_q=False, scales="fine")
     specs = forward_buffers(plan.shape, plan.tiles, plan.smooth_q, plan.fine,
-                            plan.smooth_k)
+                            smooth_k=plan.smooth_k)
     values = dict(torch_ops.allocate(specs, q.device), **scalar_args(plan.shape, plan.sm_scale),
                   q=q, k=k, v=v, o=torch.empty_like(q))
     for name in ("q", "k", "v", "o"):

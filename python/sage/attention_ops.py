@@ -146,7 +146,7 @@ def _attention_fwd_fake(q: Tensor, k: Tensor, v: Tensor, causal: bool, sm_scale:
                         ) -> tuple[Tensor, ...]:
     plan = _plan(q, k, causal, sm_scale, smooth_k, smooth_q, layout, scales)
     buffers = torch_ops.allocate(forward_buffers(plan.shape, plan.tiles, smooth_q, plan.fine,
-                                                 smooth_k),
+                                                 smooth_k=smooth_k),
                                  q.device)
     return (_new_output(q),) + tuple(buffers[name] for name in ("lse",) + _FORWARD_SAVED)
 

@@ -62,7 +62,8 @@ def test_token_tensor_strides():
 def test_every_kernel_argument_has_a_source():
     """The drivers' value mappings cover every runtime parameter (by name)."""
     shape, tiles = Shape(1, 2, 1, 10, 12, 64), Tiles(64, 64, 8)
-    names = set(forward_buffers(shape, tiles, True)) | set(backward_buffers(shape, tiles, True))
+    names = set(forward_buffers(shape, tiles, True, smooth_k=True))
+    names |= set(backward_buffers(shape, tiles, True))
     names |= {"q", "k", "v", "o", "do"} | set(scalar_args(shape, 0.125))
     for tensor in ("q", "k", "v", "o", "do"):
         names |= set(stride_args(tensor, (1, 2, 3)))
@@ -93,7 +94,7 @@ def test_the_kv_cluster_follows_the_head_dim_and_the_keys(d, n_kv, cluster):
     assert grids(shape, tiles, fine_scales=True, smooth_q=False)["quantize_kv_kernel"] \
         == (cluster, 2, 2)
     assert constexprs("quantize_kv_kernel", shape, tiles)["CLUSTER"] == cluster
-    assert forward_buffers(shape, tiles, False, True)["kv_partials"].shape == \
+    assert forward_buffers(shape, tiles, False, True, smooth_k=True)["kv_partials"].shape == \
         (2 * 2 * 2 * cluster, d)
 
 
@@ -102,7 +103,7 @@ def test_k_mean_is_filled_only_without_smoothing(smooth_k):
     """With K-smoothing the pre-pass writes every row of k_mean, so it needs
     no fill (no launch); without, it must read as zeros."""
     shape, tiles = Shape(2, 4, 2, 1000, 1000, 64), Tiles(64, 64, 4)
-    specs = forward_buffers(shape, tiles, False, True, smooth_k)
+    specs = forward_buffers(shape, tiles, False, True, smooth_k=smooth_k)
     assert specs["k_mean"].zeroed is not smooth_k
 
 

@@ -125,7 +125,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),
                "v": token_tensor(v, dtype, layout),
                "o": token_tensor(np.zeros(q.shape), cfg.out_dtype, layout)}
-    buffers = _allocate(forward_buffers(shape, tiles, cfg.smooth_q, cfg.fine, cfg.smooth_k))
+    buffers = _allocate(forward_buffers(shape, tiles, cfg.smooth_q, cfg.fine,
+                                        smooth_k=cfg.smooth_k))
     values = dict(buffers, **scalar_args(shape, cfg.sm_scale))
     for name, tensor in tensors.items():
         values[name] = tensor.buffer

@@ -397,11 +397,12 @@ UNUSED = BufferSpec((1,), "float32", zeroed=True)
 
 
 def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
-                    fine_scales: bool = False, smooth_k: bool = True
-                    ) -> dict[str, BufferSpec]:
+                    fine_scales: bool = False, *, smooth_k: bool) -> dict[str, BufferSpec]:
     """What the pre-pass and the forward write (O aside: its dtype and layout
     are the caller's). ``k_mean`` is zeroed without ``smooth_k`` (it stays
-    0); with it the pre-pass writes every row (no fill launch).
+    0); with it the pre-pass writes every row (no fill launch). ``smooth_k``
+    has no default: one that disagreed with the kernel's would leave k_mean
+    unwritten and unfilled.
     With ``fine_scales`` Q and K have one scale per token and V one per channel
     over all its tokens."""
     b, d = shape.batch, shape.d

@@ -486,7 +486,8 @@ def _forward_values(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     tensors, their strides, the scalars, new buffers of ``plan``), and those
     buffers."""
     buffers = _allocate(_plan_buffers(plan, lambda: forward_buffers(
-        plan.shape, plan.tiles, plan.smooth_q, plan.fine, plan.smooth_k), "forward"), device)
+        plan.shape, plan.tiles, plan.smooth_q, plan.fine, smooth_k=plan.smooth_k),
+        "forward"), device)
     values = _scalar_values(plan, {"q": q, "k": k, "v": v, "o": o})
     values.update(buffers)
     return values, buffers
