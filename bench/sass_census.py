@@ -565,9 +565,12 @@ ELEMENTS: dict[str, Elements] = {
     "sagebwd_forward": Elements("BLOCK_M * BLOCK_N", "score elements (S, P tile) per key block"),
     "sagebwd_backward": Elements("BLOCK_M * BLOCK_N",
                                  "score elements (S, P, dP, dS tile) per query block"),
-    "quantize_kv_kernel": Elements("2 * BLOCK_N * D",
+    # 8 = 2 * prepass.STATS_TILES: the statistics loop (the smaller) adds 4
+    # tiles of K and 4 of V a trip; the quantization loop takes 3 blocks.
+    "quantize_kv_kernel": Elements("8 * BLOCK_N * D",
                                    "K and V elements per trip of its smallest loop (the "
-                                   "quantization's; the statistics' takes 4 tiles a trip)"),
+                                   "statistics': 4 tiles of each a trip; the quantization's "
+                                   "takes 3 blocks a trip)"),
     "sagebwd_backward_prepass": Elements("BLOCK_M * D",
                                          "dO (and O) elements per program (no loop)", False),
 }

@@ -13,6 +13,7 @@ import pytest
 from repo_files import load_bench
 
 from sage.kernels.sagebwd.launch import default_tiles
+from sage.kernels.sagebwd.prepass import STATS_TILES
 
 census = load_bench("sass_census")
 
@@ -232,12 +233,14 @@ def test_end_to_end_quantize_kv(library, tmp_path):
     body = row["loop_body"]
     work = [loop for loop in row["loops"] if loop["work_loop"]]
     assert len(work) == 2 and sum(loop["in_body"] for loop in work) == 1
-    # The body is the smaller, the quantization's: per-token absmax (FMNMX),
-    # a reciprocal per scale, bytes packed (PRMT) and stored, no exponentials.
-    assert body["FMNMX"] > 0 and body["PRMT"] > 0 and body.get("MUFU.EX2", 0) == 0
+    # The body is the smaller, the statistics': K's sums (FADD) and V's
+    # absolute maxima (FMNMX) of STATS_TILES tiles of each, nothing packed
+    # (PRMT: the quantization's), no reciprocals, no exponentials.
+    assert body["FADD"] > 0 and body["FMNMX"] > 0 and body.get("PRMT", 0) == 0
+    assert body.get("MUFU", 0) == 0
     assert 0 < body["total"] < row["whole"]["total"]
-    assert row["per_element"]["PRMT"] == pytest.approx(body["PRMT"] * 32 * warps
-                                                       / (2 * 64 * 64))
+    assert row["per_element"]["FADD"] == pytest.approx(body["FADD"] * 32 * warps
+                                                       / (2 * STATS_TILES * 64 * 64))
     assert (tmp_path / "sass" / "quantize_kv_kernel-d64.sass").stat().st_size > 0
     assert results["disassembler"]["kind"] == DISASSEMBLER.kind
     assert "quantize_kv_kernel-d64" in out_md.read_text()

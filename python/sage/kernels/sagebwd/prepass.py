@@ -151,13 +151,19 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
                 sums = sums + tile.to(sl.float32)
             for tile in v_tiles:
                 peaks = sl.maximum(peaks, sl.abs(tile.to(sl.float32)))
-    # The quantization keeps the next two blocks' tiles in flight while it
-    # works on one: a program walks its blocks one after another, and only
-    # loads in flight hide the memory's latency (one block ahead: 3% slower
-    # at D128, three: 1-2% slower; two programs an SM instead: 6% slower, the
-    # second read then misses L2 more; bench/results/2026-11-26-h100-prepass-
-    # one-pass.md and -prepass-q-in-forward.md).
-    # The first two are loaded before the statistics are reduced and the
+    # The quantization keeps two blocks' tiles in flight while it works on a
+    # third: a program walks its blocks one after another, and only loads in
+    # flight hide the memory's latency (one block ahead: 3% slower at D128;
+    # two programs an SM instead: 6% slower, the second read then misses L2
+    # more; bench/results/2026-11-26-h100-prepass-one-pass.md and
+    # -prepass-q-in-forward.md). Its loop takes three blocks a trip, each
+    # with its own registers, so that a tile is loaded into the registers it
+    # is used from: a loop-carried rotation (next <- later <- load) makes
+    # ptxas copy each tile just after its loads issue, and the copy waits for
+    # them (bench/results/2026-11-27-h100-prepass-unrolled.md). Blocks past
+    # the program's last are before row 0: their loads and stores are masked
+    # off (at most two a program).
+    # The first three are loaded before the statistics are reduced and the
     # cluster meets, which they do not depend on: their latency hides
     # behind that work and the wait.
     # It walks the blocks last to first: the statistics loop read the last
@@ -165,8 +171,9 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     # each read would evict a block that a later one needs).
     count = cdiv(sl.maximum(N_KV - rank * BLOCK_N, 0), step)
     last = rank * BLOCK_N + (count - 1) * step
-    next_k, next_v = tiles(last)
-    later_k, later_v = tiles(last - step)
+    k0, v0 = tiles(last)
+    k1, v1 = tiles(last - step)
+    k2, v2 = tiles(last - 2 * step)
     mean = None
     scales = None
     if stats:
@@ -186,12 +193,10 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
             scales = sl.max(partials(first + CLUSTER), axis=0) / 127.0
             scales = sl.where(scales < SMALLEST_NORMAL, 0.0, scales)
             store_vector(v_scale, scales, bh, D)
-    for j in sl.range(0, count):
-        row = last - j * step
+
+    def quantize(row, k_tile, vt):
+        """Block ``row``'s K and V tiles to INT8, stored with their scales."""
         block = row // BLOCK_N
-        k_tile, vt = next_k, next_v
-        next_k, next_v = later_k, later_v
-        later_k, later_v = tiles(row - 2 * step)
         kt = k_tile.to(sl.float32)
         if SMOOTH_K:
             # A tail row (loaded as 0) becomes -mean. Per token it sets only
@@ -209,3 +214,12 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
         else:
             quantize_block_to(vt, v_qt, v_scale, bh, block, row, stride_vtd, nblocks, D,
                               transposed_stride=stride_vtd)
+
+    for j in sl.range(0, cdiv(count, 3)):
+        top = last - j * (3 * step)
+        quantize(top, k0, v0)
+        k0, v0 = tiles(top - 3 * step)
+        quantize(top - step, k1, v1)
+        k1, v1 = tiles(top - 4 * step)
+        quantize(top - 2 * step, k2, v2)
+        k2, v2 = tiles(top - 5 * step)
