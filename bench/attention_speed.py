@@ -12,7 +12,9 @@ are capped by ``--rep-ms`` per measurement; a measurement whose projected time
 (from the same provider/pass at a smaller N, scaled by N^2) exceeds
 ``--max-call-s`` per call or the remaining ``--budget-s`` is skipped and
 marked. A provider that fails on a case is recorded with its error and the
-run goes on.
+run goes on. Each measurement also records the SM clock and board power it
+ran at (bench/gpu_clocks.py, ``nvidia-smi``): the table's MHz columns, with
+``cap`` where the power limit held the clock down.
 
 FLOPs follow FlashAttention's convention: forward 4·B·H·N²·D (halved when
 causal), backward 2.5 x forward, forward+backward 3.5 x forward. Ratios are
@@ -205,15 +207,27 @@ def cell_ms(result: dict[str, Any] | None) -> str | float | None:
     return "skipped" if "skipped" in result else "error"
 
 
+def cell_clock(result: dict[str, Any] | None) -> str | None:
+    """A table cell for the SM clock a measurement ran at (bench/gpu_clocks.py):
+    mean MHz, "cap" where the power limit held the clock down in at least half
+    of the samples."""
+    clocks = (result or {}).get("clocks")
+    if not clocks:
+        return None
+    return f"{clocks['sm_mhz']:.0f}" + (" cap" if clocks["power_capped"] >= 0.5 else "")
+
+
 def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
            passes: Sequence[str]) -> str:
-    """The speed table: ms and TFLOP/s per provider, and sage's speed ratios."""
+    """The speed table: ms and TFLOP/s per provider, sage's speed ratios, and the
+    SM clock each provider ran at."""
     headers = ["case", "pass"]
     headers += [f"{PROVIDER_LABELS[p]} ms" for p in providers]
     headers += [f"{PROVIDER_LABELS[p]} TFLOP/s" for p in providers]
     others = [p for p in providers if p != "sage"]
     if "sage" in providers:
         headers += [f"sage/{PROVIDER_LABELS[p]}" for p in others]
+    headers += [f"{PROVIDER_LABELS[p]} MHz" for p in providers]
     table = []
     for row in rows:
         case = AttentionCase(row["n"], row["d"], row["causal"], row["batch"], row["heads"])
@@ -227,12 +241,16 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
             if "sage" in providers:
                 ratios = [timing.speed_ratio(ms["sage"], ms[p]) for p in others]
                 cells += [None if r is None else f"{r:.2f}x" for r in ratios]
+            cells += [cell_clock(results[p]) for p in providers]
             table.append(cells)
     lines = [common.markdown_table(headers, table, right=[False, False]
                                    + [True] * (len(headers) - 2)), "",
              "Ratios are speed ratios (t_other / t_sage; above 1: sage faster). `*`: backward "
              "derived as fwd+bwd - fwd. FLOPs: fwd 4·B·H·N²·D (halved when causal), bwd 2.5x, "
-             "fwd+bwd 3.5x."]
+             "fwd+bwd 3.5x. MHz: the mean SM clock while the repetitions ran (nvidia-smi, "
+             "bench/gpu_clocks.py); `cap`: held down by the board's power limit in at least "
+             "half of the samples, so the kernel's power, not only its cycles, sets its "
+             "time."]
     problems = []
     for row in rows:
         for provider, entry in row["providers"].items():

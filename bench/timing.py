@@ -26,6 +26,7 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
+import gpu_clocks  # noqa: E402  (bench/gpu_clocks.py)
 
 try:  # the benchmarks need torch; the CPU tests import the torch-free parts
     import torch
@@ -37,10 +38,14 @@ FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class Timer:
-    """Median CUDA-event time of a callable, with an L2 flush before each repetition."""
+    """Median CUDA-event time of a callable, with an L2 flush before each repetition;
+    with ``clocks``, the SM clock and board power while the repetitions ran
+    (:mod:`gpu_clocks`)."""
 
-    def __init__(self, rep_ms: float, min_reps: int, max_reps: int) -> None:
+    def __init__(self, rep_ms: float, min_reps: int, max_reps: int,
+                 clocks: gpu_clocks.ClockSampler | None = None) -> None:
         self.rep_ms, self.min_reps, self.max_reps = rep_ms, min_reps, max_reps
+        self.clocks = clocks
         self.flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
 
     def _once(self, fn: Callable[[], Any]) -> float:
@@ -62,15 +67,20 @@ class Timer:
         reps = max(self.min_reps, min(self.max_reps, int(self.rep_ms / max(estimate, 1e-3))))
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        began = time.perf_counter()
         for start, end in zip(starts, ends):
             self.flush.zero_()
             start.record()
             fn()
             end.record()
         torch.cuda.synchronize()
+        ended = time.perf_counter()
         times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        return {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-                "reps": reps, "first_call_s": first_s, "estimate_ms": estimate}
+        result = {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
+                  "reps": reps, "first_call_s": first_s, "estimate_ms": estimate}
+        if self.clocks is not None and self.clocks.active:
+            result["clocks"] = self.clocks.window(began, ended)
+        return result
 
 
 def rel_l2(x: Any, ref: Any) -> float:
@@ -128,26 +138,28 @@ def run_cases(results: dict[str, Any], cases: Iterable[Any], options: argparse.N
     that ``options.cases`` selects.
 
     ``start(timer)`` is called once, after the check for a CUDA device and with a
-    :class:`Timer` of the timing options; it returns the function that runs one case
-    and returns its row. A case that raises (e.g. out of memory allocating its inputs)
+    :class:`Timer` of the timing options that samples the device's clock and power
+    (:class:`gpu_clocks.ClockSampler`, while the cases run); it returns the function
+    that runs one case and returns its row. A case that raises (e.g. out of memory allocating its inputs)
     gets a row with its error and the run goes on; an error outside a case (no GPU)
     goes to ``results["error"]``.
     """
     try:
         if torch is None or not torch.cuda.is_available():
             raise RuntimeError("needs torch and a CUDA device")
-        run_case = start(Timer(options.rep_ms, options.min_reps, options.max_reps))
-        for case in cases:
-            if not common.matches(case.name, options.cases):
-                continue
-            log(case.name)
-            try:
-                results["rows"].append(run_case(case))
-            except Exception as exc:  # noqa: BLE001 - e.g. out of memory allocating inputs
-                results["rows"].append({"case": case.name, **asdict(case), "providers": {},
-                                        "error": common.error_text(exc)})
-                log(f"  {case.name}: {results['rows'][-1]['error']}")
-                torch.cuda.empty_cache()
+        with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+            run_case = start(Timer(options.rep_ms, options.min_reps, options.max_reps, clocks))
+            for case in cases:
+                if not common.matches(case.name, options.cases):
+                    continue
+                log(case.name)
+                try:
+                    results["rows"].append(run_case(case))
+                except Exception as exc:  # noqa: BLE001 - e.g. out of memory allocating inputs
+                    results["rows"].append({"case": case.name, **asdict(case), "providers": {},
+                                            "error": common.error_text(exc)})
+                    log(f"  {case.name}: {results['rows'][-1]['error']}")
+                    torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001 - still write what there is
         results["error"] = common.error_text(exc, 2000)
 

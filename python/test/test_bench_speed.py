@@ -13,6 +13,7 @@ from repo_files import load_bench
 speed = load_bench("attention_speed")
 common = load_bench("common")
 timing = load_bench("timing")
+gpu_clocks = load_bench("gpu_clocks")
 
 
 def test_flops_follow_flash_attention():
@@ -220,6 +221,73 @@ def test_derived_backward_and_render():
     assert "| d64-n1024-full | forward | 1.000 | 0.500 | skipped |" in text
     assert "2.500*" in text and "0.50x" in text and "0.86x" in text
     assert "flash fwd: projected" in text
+
+
+def test_render_shows_the_clock_each_provider_ran_at():
+    case = speed.AttentionCase(n=4096, d=128, causal=False)
+    capped = {"sm_mhz": 1658.4, "min_sm_mhz": 1515, "power_w": 690.0, "power_capped": 1.0,
+              "samples": 7}
+    free = {"sm_mhz": 1980.0, "min_sm_mhz": 1980, "power_w": 580.0, "power_capped": 0.25,
+            "samples": 4}
+    row = {"case": case.name, "n": 4096, "d": 128, "causal": False, "batch": 4, "heads": 32,
+           "providers": {"sage": {"fwd": {"ms": 1.0, "clocks": free}},
+                         "cudnn": {"fwd": {"ms": 1.1, "clocks": capped}}}}
+    text = speed.render([row], ("sage", "cudnn"), ("fwd",))
+    assert "| sage MHz | cuDNN MHz |" in text
+    assert text.splitlines()[2].endswith("| 1.10x | 1980 | 1658 cap |")
+    # Without samples (no nvidia-smi) the cells stay empty.
+    del row["providers"]["cudnn"]["fwd"]["clocks"]
+    assert speed.render([row], ("sage", "cudnn"), ("fwd",)).splitlines()[2].endswith(
+        "| 1980 | - |")
+
+
+def test_clock_samples_parse_and_summarise():
+    line = "1759, 664.01, 0x0000000000000004\n"
+    sample = gpu_clocks.parse_sample(line, 3.0)
+    assert sample == gpu_clocks.Sample(3.0, 1759.0, 664.01, 4)
+    for bad in ("clocks.current.sm [MHz], power.draw [W], x", "[N/A], 70.5, 0x0", "1, 2"):
+        assert gpu_clocks.parse_sample(bad, 0.0) is None
+    samples = [gpu_clocks.Sample(1.0, 1900, 600, 0x0), gpu_clocks.Sample(2.0, 1700, 700, 0x4),
+               gpu_clocks.Sample(3.0, 1600, 700, 0x84)]
+    summary = gpu_clocks.summarise(samples)
+    assert summary == {"sm_mhz": pytest.approx(1733.333, rel=1e-5), "min_sm_mhz": 1600,
+                       "power_w": pytest.approx(666.667, rel=1e-5),
+                       "power_capped": pytest.approx(2 / 3), "samples": 3}
+    assert gpu_clocks.summarise([]) is None
+    sampler = gpu_clocks.ClockSampler()
+    sampler.samples.extend(samples)
+    assert sampler.window(1.5, 3.0)["samples"] == 2
+    assert sampler.window(3.5, 4.0) is None
+
+
+def test_clock_sampler_reads_nvidia_smi_in_the_background(monkeypatch, tmp_path):
+    """A stand-in nvidia-smi that prints two samples (and its arguments to a
+    file), then waits to be stopped."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\necho "$@" > "$0.args"\necho "1755, 690.5, 0x0000000000000004"\n'
+                    'echo "1980, 420.0, 0x0000000000000000"\nexec sleep 30\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(gpu_clocks.shutil, "which", lambda name: str(fake))
+    start = gpu_clocks.time.perf_counter()
+    with gpu_clocks.ClockSampler("GPU-1234", period_ms=50) as sampler:
+        assert sampler.active
+        deadline = start + 10
+        while len(sampler.samples) < 2 and gpu_clocks.time.perf_counter() < deadline:
+            gpu_clocks.time.sleep(0.01)
+        window = sampler.window(start, gpu_clocks.time.perf_counter())
+    assert not sampler.active
+    assert window["samples"] == 2 and window["sm_mhz"] == pytest.approx(1867.5)
+    assert window["power_capped"] == 0.5
+    args = (tmp_path / "nvidia-smi.args").read_text().split()
+    assert f"--query-gpu={gpu_clocks.QUERY}" in args and "--id=GPU-1234" in args
+    assert "--loop-ms=50" in args
+
+
+def test_clock_sampler_without_nvidia_smi_is_inactive(monkeypatch):
+    monkeypatch.setattr(gpu_clocks.shutil, "which", lambda name: None)
+    with gpu_clocks.ClockSampler("GPU-x") as sampler:
+        assert not sampler.active
+        assert sampler.window(0.0, float("inf")) is None
 
 
 def test_common_table_and_budget():
