@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sage.kernels.sagebwd import interpreted
-from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, FORWARD_SEQUENCE, KERNELS,
+from sage.kernels.sagebwd.launch import (BACKWARD_SEQUENCE, FORWARD_SEQUENCE, KERNELS, UNUSED,
                                          ForwardTiles, Shape, Tiles, backward_buffers,
                                          constexprs, default_tiles, emulation_blocks,
                                          forward_buffers, grids, runtime_args, runtime_params,
@@ -105,6 +105,20 @@ def test_k_mean_is_filled_only_without_smoothing(smooth_k):
     shape, tiles = Shape(2, 4, 2, 1000, 1000, 64), Tiles(64, 64, 4)
     specs = forward_buffers(shape, tiles, False, True, smooth_k=smooth_k)
     assert specs["k_mean"].zeroed is not smooth_k
+
+
+def test_stand_ins_need_no_fill():
+    """Pointers a variant does not read get a one-element stand-in that no
+    launch fills: q_mean without smooth_q (the forward kernel writes it, as
+    an op output) and quantize_kv_kernel's partials when it takes no
+    statistics (no K-smoothing, block scales)."""
+    shape, tiles = Shape(2, 4, 2, 1000, 1000, 64), Tiles(64, 64, 4)
+    specs = forward_buffers(shape, tiles, False, False, smooth_k=False)
+    assert specs["q_mean"] == specs["kv_partials"] == UNUSED
+    assert not UNUSED.zeroed
+    with_stats = forward_buffers(shape, tiles, True, False, smooth_k=True)
+    assert with_stats["q_mean"].shape == (8, 16, 64)
+    assert with_stats["kv_partials"].shape == (2 * 2 * 2 * kv_cluster(64, 1000), 64)
 
 
 def test_strided_params_are_the_16_bit_token_tensors():

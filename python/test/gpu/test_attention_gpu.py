@@ -490,3 +490,25 @@ def test_variants_are_compiled_once_and_cached():
     again = {name: len(kernel._kernels) for name, kernel in torch_ops.JIT_KERNELS.items()}
     assert again == counts, f"a second identical call compiled again: {counts} -> {again}"
     assert all(counts.values()), f"every kernel should have a compiled variant: {counts}"
+
+
+@pytest.mark.parametrize("smooth_k", [True, False])
+def test_a_forward_call_launches_its_kernels_and_no_fills(smooth_k):
+    """Without Q-smoothing, q_mean is a one-element stand-in that the forward
+    kernel writes (0): no fill launch. With K-smoothing the pre-pass writes
+    every row of k_mean; without, k_mean is zeroed (one fill)."""
+    case = CASES["f16_d64_gqa_tails"]
+    leaves, _ = _leaves(case, torch.float16, seed=5)
+    q, k, v = (leaves[name].detach() for name in ("q", "k", "v"))
+    torch_ops.forward(q, k, v, smooth_k=smooth_k)  # compiles outside the profile
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        _, _, saved = torch_ops.forward(q, k, v, smooth_k=smooth_k)
+        torch.cuda.synchronize()
+    kernels = sorted(event.name for event in prof.events()
+                     if event.device_type == torch.autograd.DeviceType.CUDA)
+    fills = [name for name in kernels if "quantize_kv_kernel" not in name
+             and "sagebwd_forward" not in name]
+    assert len(kernels) == 2 + len(fills), kernels
+    assert len(fills) == (0 if smooth_k else 1), kernels
+    assert saved.q_mean.shape == (1,) and saved.q_mean.item() == 0.0

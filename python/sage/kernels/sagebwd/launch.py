@@ -391,9 +391,10 @@ class BufferSpec:
     zeroed: bool = False
 
 
-#: A stand-in for a pointer argument the kernels do not touch in this variant
-#: (zeroed: an op output, such as q_mean without smooth_q, must be deterministic).
-UNUSED = BufferSpec((1,), "float32", zeroed=True)
+#: A stand-in for a pointer argument the kernels do not read in this variant.
+#: Not zeroed (no fill launch): the one that is an op output, q_mean without
+#: smooth_q, is written (0) by the forward kernel's first program.
+UNUSED = BufferSpec((1,), "float32")
 
 
 def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
@@ -427,8 +428,10 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "v_qt": BufferSpec((bhkv, d, padded_tokens(shape.n_kv)), "int8"),
         # Per channel over all the tokens (fine scales), else per block.
         "v_scale": BufferSpec((bhkv, d) if fine_scales else (bhkv, nk), "float32"),
-        # quantize_kv_kernel's partial statistics, exchanged in its clusters.
-        "kv_partials": BufferSpec((bhkv * 2 * kv_cluster(d, shape.n_kv), d), "float32"),
+        # quantize_kv_kernel's partial statistics, exchanged in its clusters
+        # (K's sums with smooth_k, V's absolute maxima with fine scales).
+        "kv_partials": BufferSpec((bhkv * 2 * kv_cluster(d, shape.n_kv), d), "float32")
+        if smooth_k or fine_scales else UNUSED,
         "lse": BufferSpec((b, shape.heads, shape.n), "float32"),
     }
 
