@@ -140,9 +140,9 @@ def run_cases(results: dict[str, Any], cases: Iterable[Any], options: argparse.N
     ``start(timer)`` is called once, after the check for a CUDA device and with a
     :class:`Timer` of the timing options that samples the device's clock and power
     (:class:`gpu_clocks.ClockSampler`, while the cases run); it returns the function
-    that runs one case and returns its row. A case that raises (e.g. out of memory allocating its inputs)
-    gets a row with its error and the run goes on; an error outside a case (no GPU)
-    goes to ``results["error"]``.
+    that runs one case and returns its row. A case that raises (e.g. out of memory
+    allocating its inputs) gets a row with its error and the run goes on; an error
+    outside a case (no GPU) goes to ``results["error"]``.
     """
     try:
         if torch is None or not torch.cuda.is_available():
