@@ -97,8 +97,9 @@ class Saved:
 
     ``q_q`` (B*H, N, D) int8 encodes c*Q (c = sm_scale * log2 e; minus the
     per-block means ``q_mean`` (B*H, ceil(N/BM), D) f32 with smooth_q, else a
-    1-element placeholder, 0, written by the forward kernel); ``k_q`` (B*Hkv, Nkv, D) int8 encodes K - k_mean
-    (``k_mean`` (B*Hkv, D) f32, zeros without smooth_k); ``*_scale`` one f32
+    1-element placeholder, 0, written by the forward kernel); ``k_q`` (B*Hkv,
+    Nkv, D) int8 encodes K - k_mean (``k_mean`` (B*Hkv, D) f32, zeros without
+    smooth_k); ``*_scale`` one f32
     per block; ``v_qt`` the kernels' INT8 V, transposed and in sigma16 token
     order (:func:`~sage.kernels.sagebwd.launch.int8_v` gives the
     (B*Hkv, Nkv, D) INT8 V); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
