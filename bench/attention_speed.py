@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
 from common import AttentionCase  # noqa: E402
+import gpu_clocks  # noqa: E402  (bench/gpu_clocks.py)
 import timing  # noqa: E402  (bench/timing.py)
 from timing import torch  # noqa: E402  (None without torch: the CPU tests import the rest)
 
@@ -207,16 +208,6 @@ def cell_ms(result: dict[str, Any] | None) -> str | float | None:
     return "skipped" if "skipped" in result else "error"
 
 
-def cell_clock(result: dict[str, Any] | None) -> str | None:
-    """A table cell for the SM clock a measurement ran at (bench/gpu_clocks.py):
-    mean MHz, "cap" where the power limit held the clock down in at least half
-    of the samples."""
-    clocks = (result or {}).get("clocks")
-    if not clocks:
-        return None
-    return f"{clocks['sm_mhz']:.0f}" + (" cap" if clocks["power_capped"] >= 0.5 else "")
-
-
 def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
            passes: Sequence[str]) -> str:
     """The speed table: ms and TFLOP/s per provider, sage's speed ratios, and the
@@ -241,7 +232,7 @@ def render(rows: Sequence[dict[str, Any]], providers: Sequence[str],
             if "sage" in providers:
                 ratios = [timing.speed_ratio(ms["sage"], ms[p]) for p in others]
                 cells += [None if r is None else f"{r:.2f}x" for r in ratios]
-            cells += [cell_clock(results[p]) for p in providers]
+            cells += [gpu_clocks.cell((results[p] or {}).get("clocks")) for p in providers]
             table.append(cells)
     lines = [common.markdown_table(headers, table, right=[False, False]
                                    + [True] * (len(headers) - 2)), "",

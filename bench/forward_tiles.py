@@ -11,7 +11,9 @@ two consumer warpgroups beside a producer warpgroup, with ping-pong, skewed or n
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
 checks O against SDPA (relative L2) and splits one call's GPU time by kernel
-(torch.profiler: the pre-pass kernels against the forward). It is a study
+(torch.profiler: the pre-pass kernels against the forward), with the SM
+clock each timing ran at (bench/gpu_clocks.py: at D = 128 the H100's power
+limit holds it down, so a plan's power counts as well). It is a study
 for choosing the forward's plan: the backward, the accuracy report and
 ``sage.attention`` keep the default tiles.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
+import gpu_clocks  # noqa: E402  (bench/gpu_clocks.py)
 
 common.add_python_path()
 
@@ -79,19 +83,31 @@ def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
     return out
 
 
+def median_ms(fn, clocks: gpu_clocks.ClockSampler | None) -> tuple[float, dict | None]:
+    """triton's median time of ``fn`` (ms) and the SM clock and power while it
+    ran (bench/gpu_clocks.py; None without a sampler or samples)."""
+    began = time.perf_counter()
+    ms = triton.testing.do_bench(fn, return_mode="median")
+    if clocks is None or not clocks.active:
+        return ms, None
+    return ms, clocks.window(began, time.perf_counter())
+
+
 def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
-          plans: Iterable[str] = tuple(PLANS)) -> list[dict[str, Any]]:
-    """Median forward times (ms) of the named plans and of cuDNN at one shape."""
+          plans: Iterable[str] = tuple(PLANS),
+          clocks: gpu_clocks.ClockSampler | None = None) -> list[dict[str, Any]]:
+    """Median forward times (ms) of the named plans and of cuDNN at one shape,
+    with the clock each ran at where ``clocks`` samples it."""
     gen = torch.Generator(device="cuda").manual_seed(d)
     q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16,
                            generator=gen) for _ in range(3))
     flops = 4 * batch * heads * n * n * d / (2 if causal else 1)
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        cudnn_ms = triton.testing.do_bench(
+        cudnn_ms, cudnn_clocks = median_ms(
             lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v,
                                                                      is_causal=causal),
-            return_mode="median")
+            clocks)
     rows = []
     for name in plans:
         plan = PLANS[name]
@@ -101,12 +117,12 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
         tiles = None if plan is None else replace(default, forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
                                "tiles": str(tiles or default_tiles(d, causal=causal)),
-                               "cudnn_ms": cudnn_ms}
+                               "cudnn_ms": cudnn_ms, "cudnn_clocks": cudnn_clocks}
         try:
             o = forward(q, k, v, causal=causal, tiles=tiles)[0]
             row["rel_l2_vs_sdpa"] = float((o.float() - ref.float()).norm() / ref.float().norm())
-            row["sage_ms"] = triton.testing.do_bench(
-                lambda: forward(q, k, v, causal=causal, tiles=tiles), return_mode="median")
+            row["sage_ms"], row["sage_clocks"] = median_ms(
+                lambda: forward(q, k, v, causal=causal, tiles=tiles), clocks)
             row["kernel_ms"] = kernel_ms(lambda: forward(q, k, v, causal=causal, tiles=tiles))
             row["tflops"] = flops / row["sage_ms"] / 1e9
             row["vs_cudnn"] = cudnn_ms / row["sage_ms"]
@@ -130,13 +146,15 @@ def main(argv: list[str]) -> int:
                         help="plans to time (default: all)")
     options = parser.parse_args(argv)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[options.causal]
-    rows = [row for d in options.d for causal in masks
-            for row in study(d, causal, n=options.n, plans=options.plans)]
+    with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+        rows = [row for d in options.d for causal in masks
+                for row in study(d, causal, n=options.n, plans=options.plans, clocks=clocks)]
     headers = ["D", "causal", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",
-               "O rel-L2 vs SDPA", "kernels (ms per call)", "error"]
+               "sage MHz", "cuDNN MHz", "O rel-L2 vs SDPA", "kernels (ms per call)", "error"]
     table = [[r["d"], r["causal"], r["plan"], r["tiles"], common.fmt(r.get("sage_ms")),
               common.fmt(r["cudnn_ms"]), common.fmt(r.get("vs_cudnn")),
-              common.fmt(r.get("tflops")), common.fmt(r.get("rel_l2_vs_sdpa")),
+              common.fmt(r.get("tflops")), gpu_clocks.cell(r.get("sage_clocks")),
+              gpu_clocks.cell(r.get("cudnn_clocks")), common.fmt(r.get("rel_l2_vs_sdpa")),
               ", ".join(f"{k} {v:.3f}" for k, v in r.get("kernel_ms", {}).items()),
               r.get("error", "")] for r in rows]
     results = {"environment": common.environment(), "rows": rows,

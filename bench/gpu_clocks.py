@@ -66,6 +66,15 @@ def summarise(samples: list[Sample]) -> dict[str, Any] | None:
             "samples": len(samples)}
 
 
+def cell(summary: dict[str, Any] | None) -> str | None:
+    """A table cell for a :func:`summarise` result: the mean SM clock (MHz),
+    with "cap" where the power limit held it down in at least half of the
+    samples; None without samples."""
+    if not summary:
+        return None
+    return f"{summary['sm_mhz']:.0f}" + (" cap" if summary["power_capped"] >= 0.5 else "")
+
+
 class ClockSampler:
     """``nvidia-smi`` polled in the background while the context is open.
 

@@ -254,6 +254,9 @@ def test_clock_samples_parse_and_summarise():
                        "power_w": pytest.approx(666.667, rel=1e-5),
                        "power_capped": pytest.approx(2 / 3), "samples": 3}
     assert gpu_clocks.summarise([]) is None
+    assert gpu_clocks.cell(summary) == "1733 cap" and gpu_clocks.cell(None) is None
+    assert gpu_clocks.cell(gpu_clocks.summarise(samples[:2])) == "1800 cap"
+    assert gpu_clocks.cell(gpu_clocks.summarise(samples[:1])) == "1900"
     sampler = gpu_clocks.ClockSampler()
     sampler.samples.extend(samples)
     assert sampler.window(1.5, 3.0)["samples"] == 2
