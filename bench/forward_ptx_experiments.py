@@ -33,6 +33,17 @@ Variants (``--variants``):
 * ``magic-scores``: the main loop's S accumulated from the bits of 1.5 *
   2^23 (:func:`magic_scores`), so that its conversions to f32 become moves
   and its K-scale multiplies FMAs; T may differ by a rounding.
+* ``multicast``: clusters of two CTAs, query blocks 2c and 2c + 1 of one
+  head, which read the same K^ and V^T tiles: in the mask-free loop (and its
+  prologue) CTA rank 0 copies each K^ tile and rank 1 each V^T tile, by TMA
+  multicast into both CTAs' shared memory (each CTA's barrier still expects
+  the whole tile; the K scales stay each CTA's own), and the CTA barrier
+  before each refill, and the one before the loop's barriers are
+  invalidated, become cluster barriers (a slot is refilled only once both
+  CTAs have read it). Half the L2 -> SM bytes of the loop's tiles: does the
+  energy they cost matter where the kernel runs at the power limit
+  (bench/results/2026-11-27-h100-clocks.md)? Non-causal only (both CTAs
+  then take the same key blocks); N / BLOCK_M must be even.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -400,14 +411,66 @@ def integer_o(ptx: str, check: bool = False) -> str:
     return ptx
 
 
+_TENSOR_LOAD = re.compile(
+    r"@(%p\d+) cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile"
+    r"\.mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);")
+_CTA_BARRIER = "bar.sync \t0;"
+_CLUSTER_BARRIER = "barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;"
+
+
+def multicast(ptx: str) -> str:
+    """Clusters of two CTAs (query blocks 2c and 2c + 1 of one head) that
+    share the mask-free loop's K^ and V^T tiles (see the module docstring)."""
+    header = _one(r"^// sage\.kernel name=\S+ threads=\d+ shared_memory=\d+"
+                  r"(?: global_scratch=\d+)?$", ptx.split("\n", 1)[0], "kernel header")
+    ptx = ptx.replace(header[0], header[0] + " cluster=2", 1)
+    maxntid = _one(r"\.maxntid \d+, 1, 1", ptx, "maxntid")
+    ptx = ptx.replace(maxntid[0], f"{maxntid[0]}\n.explicitcluster\n.reqnctapercluster 2, 1, 1",
+                      1)
+    decl = ptx.index("\t.reg .b32 \t%r<")
+    ptx = (ptx[:decl] + "\t.reg .b32 \t%xrk;\n\t.reg .b16 \t%xmask;\n"
+           "\t.reg .pred \t%xk, %xv, %xq;\n" + ptx[decl:])
+    tid = _one(r"mov\.u32 \t%r\d+, %tid\.x;", ptx, "tid.x read")
+    ptx = ptx.replace(tid[0], "mov.u32 \t%xrk, %cluster_ctarank;\n\tsetp.eq.u32 \t%xk, %xrk, 0;\n"
+                              "\tsetp.eq.u32 \t%xv, %xrk, 1;\n\tmov.b16 \t%xmask, 3;\n\t"
+                              + tid[0], 1)
+    # The mask-free loop: its barriers are initialised first and invalidated
+    # before the masked loop's are; its copies are the tensor copies before.
+    end = ptx.index("mbarrier.inval")
+    loads = list(_TENSOR_LOAD.finditer(ptx, 0, end))
+    maps = list(dict.fromkeys(load[3] for load in loads))
+    if len(maps) != 2:
+        raise ValueError(f"expected the K^ and V^T maps in the loop's copies, found {maps}")
+    # Each refill's CTA barrier (the last before its copies), and the one
+    # before the barriers are invalidated, become cluster barriers: a slot is
+    # refilled, and a CTA leaves the loop, only once both CTAs have read it.
+    barriers = {ptx.rindex(_CTA_BARRIER, 0, load.start()) for load in loads}
+    barriers.add(ptx.rindex(_CTA_BARRIER, 0, end))
+    pieces, pos = [], 0
+    for at in sorted(barriers | {load.start() for load in loads}):
+        pieces.append(ptx[pos:at])
+        if ptx.startswith(_CTA_BARRIER, at):
+            pieces.append(_CLUSTER_BARRIER)
+            pos = at + len(_CTA_BARRIER)
+            continue
+        load = _TENSOR_LOAD.match(ptx, at)
+        issuer = "%xk" if load[3] == maps[0] else "%xv"
+        pieces.append(f"and.pred \t%xq, {load[1]}, {issuer};\n\t@%xq cp.async.bulk.tensor.4d"
+                      f".shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                      f".multicast::cluster {load[2]}, [{load[3]}, {load[4]}], {load[5]}, "
+                      f"%xmask;")
+        pos = load.end()
+    return "".join(pieces + [ptx[pos:]])
+
+
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``magic-scores``, ``ex2-emulation:K``, ``integer-o[:check]``
-    or ``replicas:R[:turns][:stagger=C]``.
+    """``default``, ``split-scores``, ``magic-scores``, ``multicast``, ``ex2-emulation:K``,
+    ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "magic-scores"):
+    if name in ("default", "split-scores", "magic-scores", "multicast"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -426,7 +489,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, magic-scores, "
-                     "ex2-emulation:K, "
+                     "multicast, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -436,6 +499,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return split_scores(ptx)
     if spec["kind"] == "magic-scores":
         return magic_scores(ptx)
+    if spec["kind"] == "multicast":
+        return multicast(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

@@ -40,6 +40,7 @@ def _assembles(ptx: str, tmp_path: Path) -> None:
 def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
     assert experiments.parse_variant("magic-scores") == {"kind": "magic-scores", "programs": 1}
+    assert experiments.parse_variant("multicast") == {"kind": "multicast", "programs": 1}
     assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
                                                             "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
@@ -108,6 +109,38 @@ def test_magic_scores(forward_ptx, tmp_path):
     assert ptx.count("cvt.rn.f32.s32") == forward_ptx.count("cvt.rn.f32.s32") - 64
     assert ptx.count("mul.rn.f32 n, ") == 64 and start > 0
     _assembles(ptx, tmp_path)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_multicast(library, tmp_path, d):
+    """Clusters of two: the mask-free loop's K^ copies issued by rank 0 and
+    its V^T copies by rank 1, each multicast to both CTAs (its prologue's and
+    its refills'); the CTA barriers before them and before the loop's
+    barriers are invalidated become cluster barriers; the masked loop's
+    copies and the K scales stay each CTA's own."""
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", d), library)
+    out = experiments.multicast(ptx)
+    assert out.split("\n", 1)[0].endswith(" cluster=2")
+    assert ".explicitcluster\n.reqnctapercluster 2, 1, 1" in out
+    # The loop's copies in order, by map: K^ first (one box a tile), then V^T
+    # (one box, or two for 256 keys at D=64).
+    loop = ptx[:ptx.index("mbarrier.inval")]
+    maps = re.findall(r"cp\.async\.bulk\.tensor[^\n]*\[(%rd\d+), \{", loop)
+    expected = ["%xk" if m == maps[0] else "%xv" for m in maps]
+    assert expected.count("%xk") == 2 and expected.count("%xv") in (2, 4)
+    multicasts = re.findall(r"and\.pred \t%xq, %p\d+, (%x[kv]);\n\t@%xq cp\.async\.bulk\.tensor"
+                            r"[^\n]*\.multicast::cluster [^\n]*, %xmask;", out)
+    assert multicasts == expected
+    assert out.count("barrier.cluster.arrive.aligned;") == 3
+    assert out.count("bar.sync \t0;") == ptx.count("bar.sync \t0;") - 3
+    # The masked loop's copies (after the first barrier invalidation) are
+    # unchanged, and no copy of the K scales is multicast.
+    rest = out.index("mbarrier.inval")
+    assert "multicast" not in out[rest:]
+    assert out[rest:] == ptx[ptx.index("mbarrier.inval"):]
+    assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast" \
+        not in out
+    _assembles(out, tmp_path)
 
 
 def test_split_scores_needs_d128(library):
