@@ -7,7 +7,8 @@ arithmetic, so its O must equal the default's bit for bit (but for
 ``ex2-emulation`` and ``integer-o``), and only the schedule changes. The JIT loads a variant
 through ``SAGE_OVERRIDE_DIR``; each variant runs in a process of its own
 (the JIT's caches), with the plan tuner off, the default first (its O is the
-reference), and the list is repeated to show the noise.
+reference), and the list is repeated to show the noise. Each call's time
+comes with the SM clock and board power it ran at (bench/gpu_clocks.py).
 
 Variants (``--variants``):
 
@@ -70,6 +71,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (bench/common.py)
+import gpu_clocks  # noqa: E402  (bench/gpu_clocks.py)
 
 common.add_python_path()
 
@@ -525,10 +527,9 @@ def run_one(d: int, n: int, name: str, reference: Path) -> dict[str, Any]:
         (folder / "sagebwd_forward.ptx").write_text(rewrite(ptx, spec))
         os.environ["SAGE_OVERRIDE_DIR"] = str(folder)
     import torch  # noqa: PLC0415
-    import triton.testing  # noqa: PLC0415
 
     import sage.kernels.sagebwd.torch_ops as ops  # noqa: PLC0415
-    from forward_tiles import kernel_ms  # noqa: PLC0415
+    from forward_tiles import kernel_ms, median_ms  # noqa: PLC0415
     from sage.kernels.sagebwd.launch import default_tiles  # noqa: PLC0415
 
     programs = spec["programs"]
@@ -554,17 +555,20 @@ def run_one(d: int, n: int, name: str, reference: Path) -> dict[str, Any]:
     def call() -> Any:
         return ops.forward(q, k, v, causal=False, tiles=tiles)
 
-    o = call()[0]
-    if spec["kind"] == "default":
-        torch.save(o, reference)
-    expected = torch.load(reference).float()
-    kernels = kernel_ms(call, calls=10)
-    call_ms = triton.testing.do_bench(call, return_mode="median")
+    # The clock and power of the timed calls (the sampler started first, so
+    # that it samples by then; half a second of calls: the board heats up).
+    with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+        o = call()[0]
+        if spec["kind"] == "default":
+            torch.save(o, reference)
+        expected = torch.load(reference).float()
+        kernels = kernel_ms(call, calls=10)
+        call_ms, call_clocks = median_ms(call, clocks, rep_ms=500)
     # O of the first call and of one after the timing, against the default's.
     diff = max(float((o.float() - expected).abs().max()),
                float((call()[0].float() - expected).abs().max()))
     return {"d": d, "n": n, "variant": name, "max_abs_diff_vs_default": diff,
-            "call_ms": call_ms, "forward_kernel_ms": next(
+            "call_ms": call_ms, "clocks": call_clocks, "forward_kernel_ms": next(
                 t for key, t in kernels.items() if "sagebwd_forward" in key)}
 
 
@@ -602,9 +606,11 @@ def main(argv: list[str] | None = None) -> int:
             row["repeat"] = repeat + 1
             rows.append(row)
             print(row, flush=True)
-    headers = ["repeat", "variant", "forward kernel ms", "call ms", "max abs(O - O_default)",
-               "error"]
+    headers = ["repeat", "variant", "forward kernel ms", "call ms", "SM MHz", "board W",
+               "max abs(O - O_default)", "error"]
     table = [[r["repeat"], r["variant"], r.get("forward_kernel_ms"), r.get("call_ms"),
+              gpu_clocks.cell(r.get("clocks")),
+              None if not r.get("clocks") else f"{r['clocks']['power_w']:.0f}",
               r.get("max_abs_diff_vs_default"), (r.get("error") or "")[-120:]] for r in rows]
     results = {"environment": common.environment(), "rows": rows,
                "markdown": common.markdown_table(headers, table)}

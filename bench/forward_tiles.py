@@ -83,11 +83,13 @@ def kernel_ms(fn, calls: int = 5) -> dict[str, float]:
     return out
 
 
-def median_ms(fn, clocks: gpu_clocks.ClockSampler | None) -> tuple[float, dict | None]:
-    """triton's median time of ``fn`` (ms) and the SM clock and power while it
-    ran (bench/gpu_clocks.py; None without a sampler or samples)."""
+def median_ms(fn, clocks: gpu_clocks.ClockSampler | None,
+              rep_ms: int = 100) -> tuple[float, dict | None]:
+    """triton's median time of ``fn`` (ms; ``rep_ms`` of repetitions) and the
+    SM clock and power while it ran (bench/gpu_clocks.py; None without a
+    sampler or samples)."""
     began = time.perf_counter()
-    ms = triton.testing.do_bench(fn, return_mode="median")
+    ms = triton.testing.do_bench(fn, rep=rep_ms, return_mode="median")
     if clocks is None or not clocks.active:
         return ms, None
     return ms, clocks.window(began, time.perf_counter())
