@@ -593,7 +593,7 @@ def run_one(d: int, n: int, name: str, reference: Path) -> dict[str, Any]:
 
     # The clock and power of the timed calls (the sampler started first, so
     # that it samples by then; half a second of calls: the board heats up).
-    with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+    with gpu_clocks.current_device_sampler(torch) as clocks:
         o = call()[0]
         if spec["kind"] == "default":
             torch.save(o, reference)

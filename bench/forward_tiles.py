@@ -90,9 +90,8 @@ def median_ms(fn, clocks: gpu_clocks.ClockSampler | None,
     sampler or samples)."""
     began = time.perf_counter()
     ms = triton.testing.do_bench(fn, rep=rep_ms, return_mode="median")
-    if clocks is None or not clocks.active:
-        return ms, None
-    return ms, clocks.window(began, time.perf_counter())
+    # An inactive sampler has no samples: its window is None.
+    return ms, None if clocks is None else clocks.window(began, time.perf_counter())
 
 
 def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
@@ -148,7 +147,7 @@ def main(argv: list[str]) -> int:
                         help="plans to time (default: all)")
     options = parser.parse_args(argv)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[options.causal]
-    with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+    with gpu_clocks.current_device_sampler(torch) as clocks:
         rows = [row for d in options.d for causal in masks
                 for row in study(d, causal, n=options.n, plans=options.plans, clocks=clocks)]
     headers = ["D", "causal", "plan", "tiles", "sage ms", "cuDNN ms", "sage/cuDNN", "TFLOP/s",

@@ -140,6 +140,12 @@ class ClockSampler:
         return summarise(inside)
 
 
+def current_device_sampler(torch: Any, period_ms: int = 20) -> ClockSampler:
+    """A :class:`ClockSampler` of torch's current CUDA device (the first GPU
+    where torch does not report the device's UUID)."""
+    return ClockSampler(cuda_device_id(torch), period_ms)
+
+
 def cuda_device_id(torch: Any) -> str | None:
     """``nvidia-smi``'s id ("GPU-<uuid>") of torch's current CUDA device, or None
     where torch does not report its UUID."""

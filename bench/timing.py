@@ -147,7 +147,7 @@ def run_cases(results: dict[str, Any], cases: Iterable[Any], options: argparse.N
     try:
         if torch is None or not torch.cuda.is_available():
             raise RuntimeError("needs torch and a CUDA device")
-        with gpu_clocks.ClockSampler(gpu_clocks.cuda_device_id(torch)) as clocks:
+        with gpu_clocks.current_device_sampler(torch) as clocks:
             run_case = start(Timer(options.rep_ms, options.min_reps, options.max_reps, clocks))
             for case in cases:
                 if not common.matches(case.name, options.cases):

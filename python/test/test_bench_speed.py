@@ -286,6 +286,18 @@ def test_clock_sampler_reads_nvidia_smi_in_the_background(monkeypatch, tmp_path)
     assert "--loop-ms=50" in args
 
 
+def test_the_sampler_of_torchs_current_device():
+    """nvidia-smi's id of the device is "GPU-<uuid>"; without a UUID (an old
+    torch) the sampler takes the first GPU."""
+    def fake_torch(props):
+        cuda = SimpleNamespace(current_device=lambda: 0,
+                               get_device_properties=lambda index: props)
+        return SimpleNamespace(cuda=cuda)
+    sampler = gpu_clocks.current_device_sampler(fake_torch(SimpleNamespace(uuid="ab-12")))
+    assert sampler.device == "GPU-ab-12" and sampler.period_ms == 20
+    assert gpu_clocks.current_device_sampler(fake_torch(SimpleNamespace())).device is None
+
+
 def test_clock_sampler_without_nvidia_smi_is_inactive(monkeypatch):
     monkeypatch.setattr(gpu_clocks.shutil, "which", lambda name: None)
     with gpu_clocks.ClockSampler("GPU-x") as sampler:

@@ -99,10 +99,10 @@ class Saved:
     per-block means ``q_mean`` (B*H, ceil(N/BM), D) f32 with smooth_q, else a
     1-element placeholder, 0, written by the forward kernel); ``k_q`` (B*Hkv,
     Nkv, D) int8 encodes K - k_mean (``k_mean`` (B*Hkv, D) f32, zeros without
-    smooth_k); ``*_scale`` one f32
-    per block; ``v_qt`` the kernels' INT8 V, transposed and in sigma16 token
-    order (:func:`~sage.kernels.sagebwd.launch.int8_v` gives the
-    (B*Hkv, Nkv, D) INT8 V); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
+    smooth_k); ``*_scale`` one f32 per block; ``v_qt`` the kernels' INT8 V,
+    transposed and in sigma16 token order
+    (:func:`~sage.kernels.sagebwd.launch.int8_v` gives the (B*Hkv, Nkv, D)
+    INT8 V); ``v`` the 16-bit V and ``o`` the 16-bit O as (B, H, N, D)
     views (any strides); ``lse`` (B, H, N) f32, log2 units, smoothed logits.
     ``v_qt``/``v_scale`` are kept for the accuracy report (the backward does not
     read them: :data:`FORWARD_ONLY`).
