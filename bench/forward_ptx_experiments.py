@@ -45,16 +45,6 @@ Variants (``--variants``):
   energy they cost matter where the kernel runs at the power limit
   (bench/results/2026-11-27-h100-clocks.md)? Non-causal only (both CTAs
   then take the same key blocks); N / BLOCK_M must be even.
-* ``elect-copies``: every operation the compiler predicates on thread 0 (the
-  copy engine's mbarrier set-up, byte counts and copies) predicated instead
-  on an ``elect.sync`` lane of the first warp (its index shuffled from lane
-  0, so warp-uniform; elected once, where thread 0's predicate is made), so
-  that ptxas issues each copy once instead of in a loop over the asking
-  lanes: the sixteenth session's compiler change
-  (bench/results/2026-11-27-h100-sixteenth-experiments.md), to time again
-  with the clock, since fewer instructions also mean less power at D=128.
-  ptxas 13.0: no lane loops left, the loop 732 -> 725 instructions a trip at
-  D=128 (a 4-byte spill outside it) and 1121 -> 1114 at D=64.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -475,38 +465,14 @@ def multicast(ptx: str) -> str:
     return "".join(pieces + [ptx[pos:]])
 
 
-def elect_copies(ptx: str) -> str:
-    """The one-thread operations of the copy engine (mbarrier set-up and
-    arrivals with their byte counts, TMA and bulk copies) predicated on an
-    ``elect.sync`` lane of the warp-uniform first warp instead of on thread
-    0 (see the module docstring)."""
-    # Thread 0's predicate: the one that guards the barriers' set-up.
-    guard = re.search(r"@(%p\d+) mbarrier\.init", ptx)
-    if guard is None:
-        raise ValueError("no mbarrier set-up in the PTX")
-    leader = _one(rf"setp\.eq\.b32 \t({re.escape(guard[1])}), %r\d+, 0;", ptx,
-                  "leader predicate")
-    decl = ptx.index("\t.reg .b32 \t%r<")
-    ptx = (ptx[:decl] + "\t.reg .b32 \t%xwg, %xlane;\n\t.reg .pred \t%xw0, %xe, %xl;\n"
-           + ptx[decl:])
-    # Elected once, where thread 0's predicate is made (all lanes are there).
-    ptx = ptx.replace(leader[0], f"{leader[0]}\n\t{_warp_group(32)}setp.eq.u32 \t%xw0, %xwg, 0;"
-                                 f"\n\telect.sync \t%xlane|%xe, -1;\n\tand.pred \t%xl, %xe, %xw0;",
-                      1)
-    uses = ptx.count(f"@{leader[1]} ")
-    if not uses:
-        raise ValueError("no operation predicated on the leader thread")
-    return ptx.replace(f"@{leader[1]} ", "@%xl ")
-
-
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``magic-scores``, ``multicast``, ``elect-copies``,
+    """``default``, ``split-scores``, ``magic-scores``, ``multicast``,
     ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "magic-scores", "multicast", "elect-copies"):
+    if name in ("default", "split-scores", "magic-scores", "multicast"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -525,7 +491,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, magic-scores, "
-                     "multicast, elect-copies, ex2-emulation:K, "
+                     "multicast, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -537,8 +503,6 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return magic_scores(ptx)
     if spec["kind"] == "multicast":
         return multicast(ptx)
-    if spec["kind"] == "elect-copies":
-        return elect_copies(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

@@ -41,8 +41,6 @@ def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
     assert experiments.parse_variant("magic-scores") == {"kind": "magic-scores", "programs": 1}
     assert experiments.parse_variant("multicast") == {"kind": "multicast", "programs": 1}
-    assert experiments.parse_variant("elect-copies") == {"kind": "elect-copies",
-                                                         "programs": 1}
     assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
                                                             "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
@@ -142,22 +140,6 @@ def test_multicast(library, tmp_path, d):
     assert out[rest:] == ptx[ptx.index("mbarrier.inval"):]
     assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast" \
         not in out
-    _assembles(out, tmp_path)
-
-
-@pytest.mark.parametrize("d", [64, 128])
-def test_elect_copies(library, tmp_path, d):
-    """Every operation thread 0 did for the copy engine is now the elected
-    lane's of the first warp, elected once where thread 0's predicate is
-    made; nothing else changes."""
-    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", d), library)
-    leader = re.search(r"@(%p\d+) mbarrier\.init", ptx)[1]
-    out = experiments.elect_copies(ptx)
-    assert f"@{leader} " not in out
-    assert out.count("@%xl ") == ptx.count(f"@{leader} ") > 10
-    assert out.count("elect.sync") == 1 and "setp.eq.u32 \t%xw0, %xwg, 0;" in out
-    assert out.replace("@%xl ", f"@{leader} ").count("cp.async.bulk") == \
-        ptx.count("cp.async.bulk")
     _assembles(out, tmp_path)
 
 

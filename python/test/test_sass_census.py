@@ -244,3 +244,23 @@ def test_end_to_end_quantize_kv(library, tmp_path):
     assert (tmp_path / "sass" / "quantize_kv_kernel-d64.sass").stat().st_size > 0
     assert results["disassembler"]["kind"] == DISASSEMBLER.kind
     assert "quantize_kv_kernel-d64" in out_md.read_text()
+
+
+@pytest.mark.skipif(DISASSEMBLER is None or not _has_ptxas(),
+                    reason="no ptxas (CUDA toolkit), or no cuobjdump or nvdisasm "
+                    "(pip install -r python/requirements-dev.txt)")
+def test_end_to_end_forward_copies_need_no_lane_loops(library, tmp_path):
+    """The forward's copies are issued by an elected lane (CopyLeaders.h), so
+    ptxas issues each once: no loop over the lanes that might issue it, in
+    the kernel's main loop or anywhere (with a ``tid == 0`` predicate there
+    were ten at D=128), and the default plan still fits its register cap."""
+    out_json, out_md = tmp_path / "census.json", tmp_path / "census.md"
+    status = census.main([str(out_json), str(out_md), "--d", "128", "--kernels",
+                          "sagebwd_forward"])
+    assert status == 0
+    results = json.loads(out_json.read_text())
+    assert results["errors"] == [] and len(results["rows"]) == 2
+    for row in results["rows"]:
+        assert row["loops"] and not [loop for loop in row["loops"] if loop["lane_loop"]]
+        assert row["registers"] <= 168 and row["spill_stores"] == 0
+        assert row["whole"]["IGMMA"] > 0

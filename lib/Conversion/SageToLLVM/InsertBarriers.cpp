@@ -30,7 +30,7 @@ struct Access {
   bool write;
   bool async;          // through the async proxy (wgmma reads)
   bool warp0 = false;  // made by warp 0 alone, in program order (mbarrier
-                       // set-up by thread 0, tensor-map assembly)
+                       // set-up by its copy leader, tensor-map assembly)
   Value slot;          // the index of the ring slot accessed, if one is
   bool atomic = false; // an mbarrier arrival or wait: they order each other
   bool overlaps(const Access &o) const { return lo < o.hi && o.lo < hi; }
@@ -111,7 +111,7 @@ Effects effectsOf(Operation *op) {
     // read, so a later write only needs the other threads ordered.
     e.accesses.push_back(rangeOf(store.getSource(), false, true));
   } else if (auto tma = dyn_cast<TmaLoadOp>(op)) {
-    // Thread 0 arms the mbarrier it initialised itself (mbarrier updates
+    // The copy leader arms the mbarrier it initialised itself (mbarrier updates
     // are atomic): only the box's bytes count.
     e.visibleByMbarrier.push_back(rangeOf(tma.getDest(), true, true));
   } else if (auto bulk = dyn_cast<BulkLoadOp>(op)) {

@@ -1,5 +1,6 @@
 //===- SageToLLVMPass.cpp - drive the tile lowering -----------------------===//
 
+#include "sage/Conversion/SageToLLVM/CopyLeaders.h"
 #include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
@@ -144,6 +145,8 @@ struct ConvertSageToLLVMPass
             ptxVersion >=
                 static_cast<int>(TargetInfo::kVectorReductionMinPtxVersion));
 
+    // Before the conversion, at each function's start: every lane is there.
+    CopyLeaders leaders = CopyLeaders::materialize(module);
     TileTypeConverter converter(ctx);
     RewritePatternSet patterns(ctx);
     ConversionTarget target(*ctx);
@@ -152,7 +155,7 @@ struct ConvertSageToLLVMPass
     populateElementwiseToLLVMPatterns(converter, patterns);
     populateReduceToLLVMPatterns(converter, patterns);
     populateConvertLayoutToLLVMPatterns(converter, patterns);
-    populateTensorMapToNVVMPatterns(converter, patterns);
+    populateTensorMapToNVVMPatterns(converter, patterns, leaders);
     populateSharedMemoryToLLVMPatterns(converter, patterns);
     populateMmaSyncToNVVMPatterns(converter, patterns);
     populateWgmmaToNVVMPatterns(converter, patterns);

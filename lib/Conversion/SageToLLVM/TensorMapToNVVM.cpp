@@ -8,13 +8,14 @@
 // swizzle mode and a box one swizzle wide (see sage.make_tensor_map).
 //
 // sagegpu.tma_load asks the copy engine for the tile, one box per swizzle-
-// wide slab of its inner dimension (thread 0 arms the mbarrier with the
-// tile's bytes and issues them); the mbarrier ops wrap PTX's. In the
-// producer of a warp-specialised kernel, "thread 0" and "warp 0" are the
-// producer's first.
+// wide slab of its inner dimension (the copy leader, an elected lane of warp
+// 0, arms the mbarrier with the tile's bytes and issues them: CopyLeaders.h);
+// the mbarrier ops wrap PTX's. In the producer of a warp-specialised kernel,
+// "warp 0" is the producer's first.
 //
 //===----------------------------------------------------------------------===//
 
+#include "sage/Conversion/SageToLLVM/CopyLeaders.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
@@ -164,29 +165,46 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
   }
 };
 
-/// i1: the running thread is the first of the role that runs `op` (thread 0,
-/// or the producer's first in a warp-specialised kernel's producer).
-Value isLeader(ThreadCoords &c, Operation *op) {
-  return arith::CmpIOp::create(c.b, c.loc, arith::CmpIPredicate::eq, c.tid,
-                               c.constant(sagegpu::getRoleFirstThread(op)));
-}
+/// A pattern for an op that one thread of its role (the role's copy leader,
+/// elected before the conversion) runs.
+template <typename Op>
+struct OneThreadPattern : public OpConversionPattern<Op> {
+  OneThreadPattern(const TypeConverter &converter, MLIRContext *ctx,
+                   const CopyLeaders &leaders)
+      : OpConversionPattern<Op>(converter, ctx), leaders(leaders) {}
+  LogicalResult
+  matchAndRewrite(Op op, typename OpConversionPattern<Op>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rw) const final {
+    Value leader = leaders.get(op);
+    if (!leader)
+      return rw.notifyMatchFailure(op, "no copy leader was elected");
+    return lower(op, adaptor, rw, leader);
+  }
+  /// Lowers `op`, whose one-thread work `leader` predicates.
+  virtual LogicalResult
+  lower(Op op, typename OpConversionPattern<Op>::OpAdaptor adaptor,
+        ConversionPatternRewriter &rw, Value leader) const = 0;
+
+private:
+  const CopyLeaders &leaders;
+};
 
 /// The shared-window address of a converted `!sagegpu.smem` value.
 Value addressOf(OpBuilder &b, Location loc, Value ptr) {
   return LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
 }
 
-struct MbarrierInitLowering
-    : public OpConversionPattern<sagegpu::MbarrierInitOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(sagegpu::MbarrierInitOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
+struct MbarrierInitLowering : public OneThreadPattern<sagegpu::MbarrierInitOp> {
+  using OneThreadPattern::OneThreadPattern;
+  LogicalResult lower(sagegpu::MbarrierInitOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rw,
+                      Value first) const override {
     Location loc = op.getLoc();
-    ThreadCoords c(rw, loc);
-    Value first = isLeader(c, op);
     inlinePtx(rw, loc, Type(),
               {addressOf(rw, loc, adaptor.getBarrier()),
-               c.constant(op.getCount()), first},
+               arith::ConstantOp::create(rw, loc,
+                                         rw.getI32IntegerAttr(op.getCount())),
+               first},
               "@$2 mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,b");
     // The copy engine (async proxy) must see the initialised barrier.
     inlinePtx(rw, loc, Type(), {first},
@@ -269,14 +287,14 @@ Value armBarrier(ConversionPatternRewriter &rw, ThreadCoords &c, Value barrier,
   return bar;
 }
 
-struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
+struct TmaLoadLowering : public OneThreadPattern<sagegpu::TmaLoadOp> {
+  using OneThreadPattern::OneThreadPattern;
+  LogicalResult lower(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rw,
+                      Value first) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
-    Value first = isLeader(c, op);
     Value bar = armBarrier(rw, c, adaptor.getBarrier(),
                            c.constant(type.getSizeInBytes()), first);
     Value mapAddress =
@@ -307,14 +325,14 @@ struct TmaLoadLowering : public OpConversionPattern<sagegpu::TmaLoadOp> {
 /// One thread arms the barrier with the tile's bytes and asks the copy engine
 /// for them: a 1-D bulk copy (no tensor map, no bounds: the op's creator
 /// proved them).
-struct BulkLoadLowering : public OpConversionPattern<sagegpu::BulkLoadOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(sagegpu::BulkLoadOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
+struct BulkLoadLowering : public OneThreadPattern<sagegpu::BulkLoadOp> {
+  using OneThreadPattern::OneThreadPattern;
+  LogicalResult lower(sagegpu::BulkLoadOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rw,
+                      Value first) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
-    Value first = isLeader(c, op);
     Value bytes = c.constant(type.getSizeInBytes());
     Value bar = armBarrier(rw, c, adaptor.getBarrier(), bytes, first);
     Value src = LLVM::GEPOp::create(rw, loc, adaptor.getPtr().getType(),
@@ -330,13 +348,13 @@ struct BulkLoadLowering : public OpConversionPattern<sagegpu::BulkLoadOp> {
   }
 };
 
-struct TmaStoreLowering : public OpConversionPattern<sagegpu::TmaStoreOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(sagegpu::TmaStoreOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
+struct TmaStoreLowering : public OneThreadPattern<sagegpu::TmaStoreOp> {
+  using OneThreadPattern::OneThreadPattern;
+  LogicalResult lower(sagegpu::TmaStoreOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rw,
+                      Value first) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
-    Value first = isLeader(c, op);
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
     SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
@@ -406,14 +424,14 @@ struct MbarrierArriveLowering
 };
 
 struct MbarrierInvalLowering
-    : public OpConversionPattern<sagegpu::MbarrierInvalOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(sagegpu::MbarrierInvalOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
+    : public OneThreadPattern<sagegpu::MbarrierInvalOp> {
+  using OneThreadPattern::OneThreadPattern;
+  LogicalResult lower(sagegpu::MbarrierInvalOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rw,
+                      Value first) const override {
     Location loc = op.getLoc();
-    ThreadCoords c(rw, loc);
     inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getBarrier()), isLeader(c, op)},
+              {addressOf(rw, loc, adaptor.getBarrier()), first},
               "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
     rw.eraseOp(op);
     return success();
@@ -423,9 +441,13 @@ struct MbarrierInvalLowering
 } // namespace
 
 void mlir::sage::populateTensorMapToNVVMPatterns(const TypeConverter &converter,
-                                                 RewritePatternSet &patterns) {
-  patterns.add<MakeTensorMapLowering, MbarrierInitLowering, TmaLoadLowering,
-               BulkLoadLowering, TmaStoreLowering, MbarrierWaitLowering,
-               MbarrierArriveLowering, MbarrierInvalLowering>(
-      converter, patterns.getContext());
+                                                 RewritePatternSet &patterns,
+                                                 const CopyLeaders &leaders) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns
+      .add<MakeTensorMapLowering, MbarrierWaitLowering, MbarrierArriveLowering>(
+          converter, ctx);
+  patterns.add<MbarrierInitLowering, TmaLoadLowering, BulkLoadLowering,
+               TmaStoreLowering, MbarrierInvalLowering>(converter, ctx,
+                                                        leaders);
 }

@@ -106,7 +106,7 @@ func.func @loop(%t: tensor<64x128xi8, #blocked>, %z: tensor<64x64xi32, #mma>, %n
   return %r : tensor<64x64xi32, #mma>
 }
 
-// TMA: thread 0 arms the mbarrier it initialised (no barrier); everyone
+// TMA: the copy leader arms the mbarrier it initialised (no barrier); everyone
 // passes a barrier before waiting on it; the box is visible after the
 // wait; the mbarrier is released after a barrier.
 // CHECK-LABEL: func.func @tma

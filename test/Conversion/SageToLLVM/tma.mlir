@@ -1,9 +1,10 @@
 // sage.make_tensor_map assembles the map in its shared scratch (warp 0,
 // fields written by lane 0) and publishes it to the program's slot of the
-// global scratch. sagegpu.tma_load has thread 0 arm the operand's mbarrier
-// with the box's bytes and issue the copy; after a barrier (the mbarrier's
-// initialisation before anyone waits) every thread waits on it, the wgmma
-// reads the tile, and thread 0 invalidates the mbarrier after a barrier.
+// global scratch. sagegpu.tma_load has the copy leader (an elected lane of
+// warp 0) arm the operand's mbarrier with the box's bytes and issue the copy;
+// after a barrier (the mbarrier's initialisation before anyone waits) every
+// thread waits on it, the wgmma reads the tile, and the leader invalidates
+// the mbarrier after a barrier.
 // RUN: sage-opt %s --sagegpu-allocate-shared-memory --sagegpu-insert-barriers --convert-sage-to-llvm --canonicalize --cse | FileCheck %s
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
@@ -46,7 +47,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // One box per 128-byte slab: one for a 64 x 128 INT8 tile.
 // CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];
 // CHECK-NOT: cp.async.bulk.tensor
-// Thread 0 sets up the second mbarrier right after the first.
+// The leader sets up the second mbarrier right after the first.
 // CHECK-NOT: nvvm.barrier0
 // CHECK: mbarrier.init
 // CHECK: cp.async.bulk.tensor.2d
@@ -65,7 +66,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NEXT: %[[DA1:.*]] = arith.addi %[[DA]], %c2_i64 : i64
 // CHECK-NEXT: nvvm.wgmma.mma_async %[[DA1]], %[[DB1]]
 // CHECK-COUNT-2: nvvm.wgmma.mma_async
-// Every thread is done waiting before thread 0 releases the mbarriers.
+// Every thread is done waiting before the leader releases the mbarriers.
 // CHECK: nvvm.barrier0
 // CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
 // CHECK-NOT: nvvm.barrier0
@@ -133,15 +134,21 @@ func.func @mn_major_b(%a: !sagegpu.smem<64x128xbf16, #sagegpu.shared<swizzle = 1
 }
 
 // sagegpu.tma_store: every thread writes its part of the tile, fences it for
-// the async proxy and meets the others; thread 0 then has the copy engine
-// store both 128-byte slabs (64 rows each, the second from byte 8192 of the
-// tile, 128 bytes further along the rows), commits and waits until the
-// tile has been read.
+// the async proxy and meets the others; the copy leader then has the copy
+// engine store both 128-byte slabs (64 rows each, the second from byte 8192
+// of the tile, 128 bytes further along the rows), commits and waits until
+// the tile has been read. The leader is elected once, at the function's
+// start: a lane of warp 0 (tid / 32, as lane 0 holds it, is 0).
 // CHECK-LABEL: func.func @store
+// CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+// CHECK: %[[WARP:.*]] = arith.shrui %[[TID]], %c5_i32
+// CHECK: %[[UNIFORM:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
+// CHECK: %[[WARP0:.*]] = arith.cmpi eq, %[[UNIFORM]], %c0_i32
+// CHECK: %[[ELECTED:.*]] = nvvm.elect.sync -> i1
+// CHECK: %[[FIRST:.*]] = arith.andi %[[WARP0]], %[[ELECTED]]
 // CHECK: st.shared
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: nvvm.barrier0
-// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0_i32
 // CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
 // CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
 // CHECK-NEXT: "@$0 cp.async.bulk.commit_group;", "b" %[[FIRST]]
@@ -177,7 +184,7 @@ func.func @store_add(%c: !sage.ptr<f32>, %n: i64, %t: tensor<64x32xf32, #blocked
   return
 }
 
-// A bulk copy: thread 0 arms the mbarrier with the tile's 512 bytes and asks
+// A bulk copy: the copy leader arms the mbarrier with the tile's 512 bytes and asks
 // for them at the element's address (no map, no bounds); after the barrier
 // that orders the mbarrier's initialisation before the waits (hoisted out of
 // a pipelined loop with the ring), the threads wait on the mbarrier.

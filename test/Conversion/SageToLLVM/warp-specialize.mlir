@@ -28,9 +28,20 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 
 // CHECK-LABEL: func.func @roles
 // CHECK-SAME: sage.producer_warps = 4 : i32
-// Thread 0 initialises the mbarrier; every thread meets once.
+// Each role's copy leader is elected at the function's start: a lane of the
+// producer's first warp (warp 4) and one of warp 0, which initialises the
+// mbarrier; every thread meets once.
 // CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
-// CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;"
+// CHECK: %[[WARP:.*]] = arith.shrui %[[TID]], %c5_i32
+// CHECK: %[[UNIFORM4:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
+// CHECK: %[[WARP4:.*]] = arith.cmpi eq, %[[UNIFORM4]], %c4_i32
+// CHECK: %[[ELECTED4:.*]] = nvvm.elect.sync -> i1
+// CHECK: %[[PRODUCER_LEADER:.*]] = arith.andi %[[WARP4]], %[[ELECTED4]]
+// CHECK: %[[UNIFORM0:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
+// CHECK: %[[WARP0:.*]] = arith.cmpi eq, %[[UNIFORM0]], %c0_i32
+// CHECK: %[[ELECTED0:.*]] = nvvm.elect.sync -> i1
+// CHECK: %[[LEADER:.*]] = arith.andi %[[WARP0]], %[[ELECTED0]]
+// CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,b" %{{.*}}, %c1_i32, %[[LEADER]]
 // CHECK: nvvm.barrier0
 // The consumer warpgroup (threads below 128) takes registers, the producer
 // gives them back.
@@ -42,14 +53,12 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: "mbarrier.arrive.shared::cta.b64 _, [$0];"
 // CHECK: } else {
 // CHECK-NEXT: llvm.inline_asm has_side_effects asm_dialect = att "setmaxnreg.dec.sync.aligned.u32 40;"
-// The producer's warp 0 (warp 4) assembles the map; its thread 0 (thread
-// 128) arms the mbarrier and issues the copy.
-// CHECK: %[[WARP:.*]] = arith.shrui %{{.*}}, %c5_i32
+// The producer's warp 0 (warp 4) assembles the map; its leader arms the
+// mbarrier and issues the copy.
 // CHECK: arith.cmpi eq, %[[WARP]], %c4_i32
 // CHECK: tensormap.cp_fenceproxy
-// CHECK: arith.cmpi eq, %{{.*}}, %c128_i32
-// CHECK: mbarrier.arrive.expect_tx
-// CHECK: cp.async.bulk.tensor.2d
+// CHECK: mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,b" %{{.*}}, %c8192_i32, %[[PRODUCER_LEADER]]
+// CHECK: cp.async.bulk.tensor.2d{{.*}}%[[PRODUCER_LEADER]]
 // CHECK-NOT: nvvm.barrier0
 // CHECK: return
 

@@ -15,6 +15,8 @@
 
 namespace mlir::sage {
 
+class CopyLeaders;
+
 /// Tiles with a distributed encoding become their per-thread elements;
 /// `!sage.ptr<T>` becomes `!llvm.ptr<1>`; everything else is unchanged.
 class TileTypeConverter : public TypeConverter {
@@ -50,9 +52,11 @@ void populateElementwiseToLLVMPatterns(const TypeConverter &converter,
 /// reduce: in-thread, then warp shuffles, then across warps in shared memory.
 void populateReduceToLLVMPatterns(const TypeConverter &converter,
                                   RewritePatternSet &patterns);
-/// make_tensor_map: the tensor map built on the device.
+/// make_tensor_map: the tensor map built on the device; the copy engine's
+/// ops, whose one-thread work runs on `leaders`' threads.
 void populateTensorMapToNVVMPatterns(const TypeConverter &converter,
-                                     RewritePatternSet &patterns);
+                                     RewritePatternSet &patterns,
+                                     const CopyLeaders &leaders);
 /// Shared-memory tiles: local_alloc/load/store, cp.async copies and their
 /// groups, mbarriers, TMA loads, barriers, and trans (through scratch).
 void populateSharedMemoryToLLVMPatterns(const TypeConverter &converter,
