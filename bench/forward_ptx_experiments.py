@@ -44,7 +44,9 @@ Variants (``--variants``):
   CTAs have read it). Half the L2 -> SM bytes of the loop's tiles: does the
   energy they cost matter where the kernel runs at the power limit
   (bench/results/2026-11-27-h100-clocks.md)? Non-causal only (both CTAs
-  then take the same key blocks); N / BLOCK_M must be even.
+  then take the same key blocks); N / BLOCK_M must be even. Measured: 14-15%
+  slower than the default at N6K (bench/results/2026-11-27-h100-copy-leaders.md):
+  holding two CTAs in step at every refill costs more than the bytes save.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
