@@ -42,6 +42,8 @@ CopyLeaders CopyLeaders::materialize(ModuleOp module) {
     if (!isOneThreadCopyOp(op))
       return;
     auto func = op->getParentOfType<FunctionOpInterface>();
+    if (!func)
+      return;
     int64_t first = sagegpu::getRoleFirstThread(op);
     auto key = std::make_pair(func.getOperation(), first);
     if (result.leaders.count(key))
@@ -56,6 +58,8 @@ CopyLeaders CopyLeaders::materialize(ModuleOp module) {
 
 Value CopyLeaders::get(Operation *op) const {
   auto func = op->getParentOfType<FunctionOpInterface>();
+  if (!func)
+    return Value();
   return leaders.lookup(
       std::make_pair(func.getOperation(), sagegpu::getRoleFirstThread(op)));
 }
