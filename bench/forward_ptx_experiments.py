@@ -425,9 +425,11 @@ _CLUSTER_BARRIER = "barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.alig
 def multicast(ptx: str) -> str:
     """Clusters of two CTAs (query blocks 2c and 2c + 1 of one head) that
     share the mask-free loop's K^ and V^T tiles (see the module docstring)."""
-    header = _one(r"^// sage\.kernel name=\S+ threads=\d+ shared_memory=\d+"
-                  r"(?: global_scratch=\d+)?$", ptx.split("\n", 1)[0], "kernel header")
-    ptx = ptx.replace(header[0], header[0] + " cluster=2", 1)
+    header = _one(r"^(// sage\.kernel name=\S+ threads=\d+ shared_memory=\d+"
+                  r"(?: global_scratch=\d+)?)((?: early_launch=1)?)$", ptx.split("\n", 1)[0],
+                  "kernel header")
+    # The header's fields in their order: the cluster before the early launch.
+    ptx = ptx.replace(header[0], header[1] + " cluster=2" + header[2], 1)
     maxntid = _one(r"\.maxntid \d+, 1, 1", ptx, "maxntid")
     ptx = ptx.replace(maxntid[0], f"{maxntid[0]}\n.explicitcluster\n.reqnctapercluster 2, 1, 1",
                       1)

@@ -44,8 +44,31 @@ constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+/// CUlaunchAttributeID: the launch may start before the previous kernel of
+/// the stream finishes (programmatic dependent launch).
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 /// Dynamic shared memory a kernel may use without opting in.
 constexpr int kDefaultSharedMemoryLimit = 48 * 1024;
+
+/// cuda.h's CUlaunchAttribute: an id, then a 64-byte value union at offset 8
+/// (the programmatic serialisation flag is its first int).
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    int flag;
+    char bytes[64];
+  } value;
+};
+
+/// cuda.h's CUlaunchConfig.
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+};
 
 /// The driver entry points used, resolved once.
 struct Driver {
@@ -70,6 +93,10 @@ struct Driver {
   CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  // Optional (CUDA 12.0+): early launches use it; without it they launch
+  // after the previous kernel, which their wait then finds finished.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                               void **);
   // Optional (CUDA 12.0+): only kernels with host tensor maps need it.
   CUresult (*cuTensorMapEncodeTiled)(void *, int, std::uint32_t, void *,
                                      const std::uint64_t *,
@@ -135,6 +162,8 @@ const Driver &driver() {
 #undef SAGE_BIND
     if (!complete)
       return;
+    api.cuLaunchKernelEx = reinterpret_cast<decltype(api.cuLaunchKernelEx)>(
+        dlsym(handle, "cuLaunchKernelEx"));
     api.cuTensorMapEncodeTiled =
         reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(
             dlsym(handle, "cuTensorMapEncodeTiled"));
@@ -219,9 +248,10 @@ class Kernel {
 public:
   Kernel(const py::bytes &image, std::string name, int device, int threads,
          int sharedMemory, std::string signature,
-         const std::vector<MapSpec> &tensorMaps, int cluster)
+         const std::vector<MapSpec> &tensorMaps, int cluster, bool earlyLaunch)
       : name(std::move(name)), signature(std::move(signature)), device(device),
-        threads(threads), sharedMemory(sharedMemory), cluster(cluster) {
+        threads(threads), sharedMemory(sharedMemory), cluster(cluster),
+        earlyLaunch(earlyLaunch) {
     if (cluster < 1)
       throw py::value_error("kernel " + this->name +
                             ": programs per cluster must be >= 1, got " +
@@ -381,6 +411,25 @@ public:
       params = withMaps.data();
     }
     makeCurrent(context);
+    if (earlyLaunch && api.cuLaunchKernelEx) {
+      // The kernel waits for the previous one itself (griddepcontrol.wait).
+      CUlaunchAttribute early{};
+      early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      early.value.flag = 1;
+      CUlaunchConfig config{gridX,
+                            gridY,
+                            gridZ,
+                            static_cast<unsigned>(threads),
+                            1,
+                            1,
+                            static_cast<unsigned>(sharedMemory),
+                            reinterpret_cast<CUstream>(stream),
+                            &early,
+                            1};
+      check(api.cuLaunchKernelEx(&config, function, params, nullptr),
+            "cuLaunchKernelEx(" + name + ")");
+      return;
+    }
     check(api.cuLaunchKernel(function, gridX, gridY, gridZ, threads, 1, 1,
                              sharedMemory, reinterpret_cast<CUstream>(stream),
                              params, nullptr),
@@ -389,6 +438,9 @@ public:
 
   const std::string name, signature;
   const int device, threads, sharedMemory, cluster;
+  /// Launched with programmatic stream serialisation (the PTX header's
+  /// early_launch=1).
+  const bool earlyLaunch;
 
 private:
   /// Encodes each host tensor map for the arguments in `slots` (a map whose
@@ -558,17 +610,18 @@ void sage::python::registerDriver(py::module_ &m) {
   py::class_<Kernel>(m, "Kernel",
                      "A kernel loaded from a cubin or PTX image on a device")
       .def(py::init<const py::bytes &, std::string, int, int, int, std::string,
-                    const std::vector<MapSpec> &, int>(),
+                    const std::vector<MapSpec> &, int, bool>(),
            py::arg("image"), py::arg("name"), py::arg("device"),
            py::arg("threads"), py::arg("shared_memory"), py::arg("signature"),
            py::arg("tensor_maps") = std::vector<MapSpec>(),
-           py::arg("cluster") = 1)
+           py::arg("cluster") = 1, py::arg("early_launch") = false)
       .def_readonly("name", &Kernel::name)
       .def_readonly("signature", &Kernel::signature)
       .def_readonly("device", &Kernel::device)
       .def_readonly("threads", &Kernel::threads)
       .def_readonly("shared_memory", &Kernel::sharedMemory)
       .def_readonly("cluster", &Kernel::cluster)
+      .def_readonly("early_launch", &Kernel::earlyLaunch)
       .def_property_readonly("num_regs",
                              [](const Kernel &k) {
                                return k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from sage.runtime import parse_kernel_header
 from repo_files import load_bench
 
 experiments = load_bench("forward_ptx_experiments")
@@ -120,7 +122,8 @@ def test_multicast(library, tmp_path, d):
     copies and the K scales stay each CTA's own."""
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", d), library)
     out = experiments.multicast(ptx)
-    assert out.split("\n", 1)[0].endswith(" cluster=2")
+    header = parse_kernel_header(out)["sagebwd_forward"]
+    assert header.cluster == 2 and header.early_launch
     assert ".explicitcluster\n.reqnctapercluster 2, 1, 1" in out
     # The loop's copies in order, by map: K^ first (one box a tile), then V^T
     # (one box, or two for 256 keys at D=64).

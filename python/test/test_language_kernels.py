@@ -167,6 +167,28 @@ def cluster_sums(x, partial, out, N, CLUSTER: sl.constexpr, BLOCK: sl.constexpr)
     sl.store(out, sl.sum(parts, axis=1), (0, program), (1, 1), (1, sl.num_programs(0)))
 
 
+def slow_count(x, y, N, ROUNDS, BLOCK: sl.constexpr):
+    """y = x + ROUNDS (1 x N, f32), one add a round: a kernel that takes a
+    while. It lets the next kernel of the stream start at once."""
+    sl.launch_dependents()
+    program = sl.program_id(0)
+    t = sl.load(x, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
+    for _ in sl.range(0, ROUNDS):
+        t = t + 1.0
+    sl.store(y, t, (0, program * BLOCK), (N, 1), (1, N))
+
+
+def doubled_after(y, z, ids, N, BLOCK: sl.constexpr):
+    """ids[program] = program, before waiting for the previous kernel; then
+    z = 2 y (1 x N, f32), y as that kernel left it."""
+    program = sl.program_id(0)
+    sl.store(ids, sl.full((1, 1), 1.0, sl.float32) * program.to(sl.float32), (0, program),
+             (1, 1), (1, sl.num_programs(0)))
+    sl.grid_dependency_wait()
+    t = sl.load(y, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
+    sl.store(z, t * 2.0, (0, program * BLOCK), (N, 1), (1, N))
+
+
 def cluster_sums_expected(x: np.ndarray, cluster: int, block: int) -> np.ndarray:
     """What :func:`cluster_sums` writes to ``out``."""
     partials = x.reshape(-1, block).sum(axis=1, dtype=np.float64)

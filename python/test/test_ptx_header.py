@@ -26,6 +26,17 @@ def test_global_scratch_is_optional():
     assert kernels["old"].global_scratch == 0  # PTX written before the field
 
 
+def test_early_launch_is_optional():
+    text = ("// sage.kernel name=w threads=128 shared_memory=0 global_scratch=0 early_launch=1\n"
+            "// sage.kernel name=c threads=128 shared_memory=0 global_scratch=0 cluster=2 "
+            "early_launch=1\n"
+            "// sage.kernel name=n threads=128 shared_memory=0 global_scratch=0\n")
+    kernels = parse_kernel_header(text)
+    assert kernels["w"].early_launch and kernels["c"].early_launch
+    assert kernels["c"].cluster == 2
+    assert not kernels["n"].early_launch  # PTX written before the field
+
+
 def test_malformed_global_scratch_is_not_a_header():
     with pytest.raises(ValueError, match="no '// sage.kernel' header"):
         parse_kernel_header("// sage.kernel name=a threads=1 shared_memory=0 "

@@ -62,6 +62,18 @@ struct ClusterBarrierLowering : public OpConversionPattern<ClusterBarrierOp> {
   }
 };
 
+// griddepcontrol.wait / .launch_dependents, executed by every thread.
+template <typename Op, NVVM::GridDepActionKind Kind>
+struct GridDependencyLowering : public OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    NVVM::GriddepcontrolOp::create(rw, op.getLoc(), Kind);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct AddPtrLowering : public OpConversionPattern<AddPtrOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
@@ -78,6 +90,11 @@ struct AddPtrLowering : public OpConversionPattern<AddPtrOp> {
 
 void mlir::sage::populateProgramOpsToLLVMPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ProgramIdLowering, NumProgramsLowering, ClusterBarrierLowering,
-               AddPtrLowering>(converter, patterns.getContext());
+  patterns
+      .add<ProgramIdLowering, NumProgramsLowering, ClusterBarrierLowering,
+           GridDependencyLowering<GridDependencyWaitOp,
+                                  NVVM::GridDepActionKind::wait>,
+           GridDependencyLowering<LaunchDependentsOp,
+                                  NVVM::GridDepActionKind::launch_dependents>,
+           AddPtrLowering>(converter, patterns.getContext());
 }

@@ -159,7 +159,7 @@ class CompiledKernel:
                 return binding.Kernel(image, self.name, device, self.info.threads,
                                       self.info.shared_memory, self.signature,
                                       [m.spec() for m in self.info.tensor_maps],
-                                      self.info.cluster)
+                                      self.info.cluster, self.info.early_launch)
             if self.cubin:
                 try:
                     kernel = load(self.cubin)

@@ -14,7 +14,7 @@ from sage.language.elementwise import (abs, cast, exp, exp2, fma, log, log2, max
 from sage.language.interpreter import Buffer, interpret
 from sage.language.loops import range
 from sage.language.ops import (absmax, addptr, broadcast, cluster_barrier, dequantize, full,
-                               iota, load,
+                               grid_dependency_wait, iota, launch_dependents, load,
                                matmul, max, min, num_programs, program_id, qmatmul, quantize,
                                reduce, smooth, softmax_update, splat, store, sum, zeros)
 from sage.language.tracer import trace
@@ -24,9 +24,10 @@ __all__ = [
     "ArgSpec", "Buffer", "CompilationError", "DType", "Int8Scheme", "PointerType",
     "TileType", "Value", "abs", "absmax", "addptr", "bfloat16", "broadcast", "cast",
     "cluster_barrier",
-    "constexpr", "dequantize", "exp", "exp2", "float16", "fma", "float32", "full", "int1", "int8",
+    "constexpr", "dequantize", "exp", "exp2", "float16", "fma", "float32", "full",
+    "grid_dependency_wait", "int1", "int8",
     "int8_per_block", "int8_per_channel", "int8_per_token", "int32", "int64", "interpret",
-    "iota", "load", "log", "log2", "matmul", "max", "maximum", "min", "minimum",
+    "iota", "launch_dependents", "load", "log", "log2", "matmul", "max", "maximum", "min", "minimum",
     "num_programs", "pointer_type", "program_id", "qmatmul", "quantize", "range", "reduce",
     "smooth", "softmax_update", "splat", "sqrt", "store", "sum", "trace", "uint8",
     "uint8_per_block", "uint8_per_channel", "uint8_per_token", "where", "zeros",

@@ -40,6 +40,11 @@ def float_literal(value: float, dtype: DType) -> str:
     return text
 
 
+def _capability(arch: str) -> int:
+    """The compute capability of a target, ``sm_90a`` -> 90."""
+    return int(arch[3:].rstrip("af"))
+
+
 def scalar_literal(value: int | float | bool, dtype: DType) -> str:
     """The literal of one element of ``dtype``."""
     if dtype is int1:
@@ -147,6 +152,16 @@ class IRBuilder:
             raise error(f"sl.cluster_barrier needs sm_90 (thread-block clusters), "
                         f"the kernel targets {self.arch}")
         self._op("sage.cluster_barrier", results=0)
+
+    # Below sm_90 a kernel never starts early: the wait and the signal are
+    # nothing there, so one kernel serves every target.
+    def grid_dependency_wait(self) -> None:
+        if _capability(self.arch) >= 90:
+            self._op("sage.grid_dependency_wait", results=0)
+
+    def launch_dependents(self) -> None:
+        if _capability(self.arch) >= 90:
+            self._op("sage.launch_dependents", results=0)
 
     def addptr(self, pointer: Value, offset: Value) -> str:
         return self._one(f"sage.addptr {self._use(pointer)}, {self._use(offset)} : "

@@ -111,6 +111,12 @@ class Interpreter:
     def cluster_barrier(self) -> None:
         self.cluster.wait()
 
+    def grid_dependency_wait(self) -> None:
+        """Launches run one after another here: the previous one has finished."""
+
+    def launch_dependents(self) -> None:
+        """Launches run one after another here: nothing to signal."""
+
     def constant(self, value: int | float | bool, type_: Type) -> Any:
         shape = type_.shape if isinstance(type_, TileType) else ()
         return convert(np.full(shape, value), element_of(type_))

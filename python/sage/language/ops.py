@@ -110,6 +110,34 @@ def cluster_barrier() -> None:
     runner.cluster_barrier()
 
 
+def grid_dependency_wait() -> None:
+    """Waits until the kernel launched before this one on the same stream has
+    finished and its writes are visible (``sage.grid_dependency_wait``, PTX
+    ``griddepcontrol.wait``; sm_90).
+
+    A kernel that calls it is launched so that it may start while that
+    kernel is still running (programmatic dependent launch): what it does
+    before the wait overlaps the other kernel's tail, so it must neither read
+    what that kernel writes nor write what it reads or writes. Every kernel
+    launched before that one has finished when this one starts. Below sm_90,
+    where kernels never start early, and in the interpreter, which runs
+    launches one after another, it is nothing.
+    """
+    backend().grid_dependency_wait()
+
+
+def launch_dependents() -> None:
+    """Lets the kernel launched after this one on the same stream start once
+    every program of this one has called it or finished, if that kernel
+    waits with :func:`grid_dependency_wait` (``sage.launch_dependents``, PTX
+    ``griddepcontrol.launch_dependents``; sm_90). It orders no memory: that
+    kernel's wait still waits for this one to finish. Without it, that
+    kernel starts when this one finishes. Below sm_90 and in the interpreter
+    it is nothing.
+    """
+    backend().launch_dependents()
+
+
 def addptr(pointer: Value, offset: Scalar) -> Value:
     """``pointer`` advanced by ``offset`` elements (``sage.addptr``; also ``ptr + n``)."""
     pointer = _pointer(pointer, "addptr's pointer")

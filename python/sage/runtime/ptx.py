@@ -6,6 +6,11 @@ The compiler prefixes its PTX with one comment line per kernel::
 
 ``threads`` is the block size the kernel was compiled for and
 ``shared_memory`` the dynamic shared memory (bytes) it must be launched with.
+Optional fields follow: ``cluster=C`` (programs per thread-block cluster
+along grid axis 0) and ``early_launch=1`` (the kernel waits for the previous
+kernel of its stream, ``sl.grid_dependency_wait``, before it reads what that
+kernel wrote, so the launcher lets it start while that kernel finishes:
+programmatic dependent launch).
 ``global_scratch`` is the global memory (bytes) each program needs: when it
 is above 0 the kernel takes one extra, last argument, a pointer to at least
 ``programs * global_scratch`` bytes (128-byte aligned) that the launcher
@@ -35,7 +40,7 @@ from dataclasses import dataclass, replace
 _HEADER = re.compile(
     r"^// sage\.kernel name=(?P<name>\S+) threads=(?P<threads>\d+) "
     r"shared_memory=(?P<shared>\d+)(?: global_scratch=(?P<scratch>\d+))?"
-    r"(?: cluster=(?P<cluster>\d+))?$")
+    r"(?: cluster=(?P<cluster>\d+))?(?: early_launch=(?P<early>[01]))?$")
 
 
 _MAP = re.compile(
@@ -77,6 +82,10 @@ class KernelInfo:
     tensor_maps: tuple[HostTensorMap, ...] = ()
     #: Programs per thread-block cluster along grid axis 0 (1: none).
     cluster: int = 1
+    #: Whether the kernel may start before the previous kernel of its stream
+    #: finishes (programmatic dependent launch): it waits for that kernel
+    #: (``sl.grid_dependency_wait``) before it reads what it wrote.
+    early_launch: bool = False
 
 
 def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
@@ -94,7 +103,8 @@ def parse_kernel_header(ptx: str) -> dict[str, KernelInfo]:
         if match:
             kernels[match["name"]] = KernelInfo(
                 match["name"], int(match["threads"]), int(match["shared"]),
-                int(match["scratch"] or 0), cluster=int(match["cluster"] or 1))
+                int(match["scratch"] or 0), cluster=int(match["cluster"] or 1),
+                early_launch=match["early"] == "1")
         elif line.startswith("// sage.tensor_map"):
             found = _MAP.match(line.strip())
             if not found:

@@ -370,6 +370,29 @@ def test_bulk_reduction_adds_tiles(record, m, n, engine):
     record(f"jit_bulk_reduction[{m}x{n},engine={engine}]", "exact")
 
 
+def test_an_early_launched_kernel_reads_what_the_previous_one_wrote():
+    """A kernel that waits for the previous one (sl.grid_dependency_wait) is
+    launched early (programmatic dependent launch) after a slow kernel that
+    lets it (sl.launch_dependents): what it reads after the wait is what the
+    slow kernel wrote, every time; what it wrote before the wait is there."""
+    from test_language_kernels import doubled_after, slow_count
+    producer, consumer = sage.jit(slow_count), sage.jit(doubled_after)
+    n, block, rounds = 1 << 20, 1024, 4000
+    x = torch.arange(n, device="cuda", dtype=torch.float32) % 1000
+    for trial in range(3):
+        y, z = torch.zeros_like(x), torch.zeros_like(x)
+        ids = torch.full((n // block,), -1.0, device="cuda")
+        producer[(n // block,)](x, y, n, rounds + trial, BLOCK=block)
+        consumer[(n // block,)](y, z, ids, n, BLOCK=block)
+        torch.cuda.synchronize()
+        assert torch.equal(z, 2 * (x + rounds + trial)), f"trial {trial}"
+        assert torch.equal(ids, torch.arange(n // block, device="cuda", dtype=torch.float32))
+    device = torch.cuda.current_device()
+    compiled = consumer.compile(y, z, ids, n, BLOCK=block).compiled
+    assert compiled.info.early_launch and compiled.load(device).early_launch
+    assert not producer.compile(x, y, n, rounds, BLOCK=block).compiled.load(device).early_launch
+
+
 def test_clusters_combine_partials_on_the_gpu(monkeypatch):
     """Programs in clusters of 4 (num_ctas=4) exchange partial sums through
     global memory across sl.cluster_barrier, as in the interpreter."""

@@ -30,3 +30,17 @@ module attributes {sage.target = "sm_90a", sage.num_ctas = 4 : i32} {
     return
   }
 }
+
+// -----
+
+// Programmatic dependent launch: the wait and the signal, every thread.
+module attributes {sage.target = "sm_90a"} {
+  // CHECK-LABEL: func.func @grid_dependency
+  func.func @grid_dependency() {
+    // CHECK: nvvm.griddepcontrol launch_dependents
+    sage.launch_dependents
+    // CHECK-NEXT: nvvm.griddepcontrol wait
+    sage.grid_dependency_wait
+    return
+  }
+}

@@ -98,6 +98,26 @@ module attributes {sage.target = "sm_80", sage.num_ctas = 2 : i32} {
 
 // -----
 
+module attributes {sage.target = "sm_80"} {
+  func.func @k() {
+    // expected-error @+1 {{'sage.grid_dependency_wait' op needs sm_90 or later (programmatic dependent launch), the module targets sm_80}}
+    sage.grid_dependency_wait
+    return
+  }
+}
+
+// -----
+
+module attributes {sage.target = "sm_86"} {
+  func.func @k() {
+    // expected-error @+1 {{'sage.launch_dependents' op needs sm_90 or later (programmatic dependent launch), the module targets sm_86}}
+    sage.launch_dependents
+    return
+  }
+}
+
+// -----
+
 // expected-error @+1 {{'sage.tensor_maps' applies to modules only}}
 func.func @k() attributes {sage.tensor_maps = "host"} { return }
 

@@ -66,6 +66,27 @@ LogicalResult ClusterBarrierOp::verify() {
   return success();
 }
 
+/// Programmatic dependent launch (griddepcontrol) is sm_90's.
+static LogicalResult verifyGridDependencyTarget(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  std::optional<TargetInfo> target =
+      module ? SageDialect::getTarget(module) : std::nullopt;
+  if (target && target->getCapability() < 90)
+    return op->emitOpError()
+           << "needs sm_90 or later (programmatic dependent launch), the "
+              "module targets sm_"
+           << target->getCapability();
+  return success();
+}
+
+LogicalResult GridDependencyWaitOp::verify() {
+  return verifyGridDependencyTarget(*this);
+}
+
+LogicalResult LaunchDependentsOp::verify() {
+  return verifyGridDependencyTarget(*this);
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//

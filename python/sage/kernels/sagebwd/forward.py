@@ -92,6 +92,11 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
         qt, sq, qbar = quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb,
                                         stride_qh, stride_qn, batch, head, block, D, BLOCK_M,
                                         SMOOTH_Q, FINE_SCALES)
+        # The K/V pre-pass, launched just before, may still be running (this
+        # kernel starts early: programmatic dependent launch): Q's block was
+        # read and quantized meanwhile; K^, V^T and their scales are read
+        # only after it has finished.
+        sl.grid_dependency_wait()
         one = sl.full((1, 1), 1.0, sl.float32)
         # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
         ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)

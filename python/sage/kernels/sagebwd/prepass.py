@@ -122,6 +122,9 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     kv_partials: (B*Hkv*2*CLUSTER, D) f32 scratch.
     Grid: (CLUSTER, Hkv, B).
     """
+    # The forward, launched next, may start now: it quantizes its Q block
+    # while this kernel runs, then waits for it (sl.grid_dependency_wait).
+    sl.launch_dependents()
     rank = sl.program_id(0)
     batch, head, bh = program_head(H_KV)
     nblocks = cdiv(N_KV, BLOCK_N)

@@ -52,6 +52,38 @@ def Sage_ClusterBarrierOp : Sage_Op<"cluster_barrier"> {
   let assemblyFormat = "attr-dict";
 }
 
+def Sage_GridDependencyWaitOp : Sage_Op<"grid_dependency_wait"> {
+  let summary = "wait for the previous kernel of the stream to finish";
+  let description = [{
+    Blocks until the kernel launched before this one on the same stream has
+    finished and its memory writes are visible (PTX `griddepcontrol.wait`).
+    A kernel that has this op is launched so that it may start early, while
+    that kernel is still running (programmatic dependent launch; the PTX
+    header says `early_launch=1`): what runs before the wait overlaps the
+    previous kernel's tail, and must neither read what that kernel writes
+    nor write what it reads or writes. Every kernel before that one has
+    finished when this one starts. Launched without the early start (a
+    driver that cannot), the wait returns at once. Needs sm_90.
+  }];
+  let hasVerifier = 1;
+  let assemblyFormat = "attr-dict";
+}
+
+def Sage_LaunchDependentsOp : Sage_Op<"launch_dependents"> {
+  let summary = "let the next kernel of the stream start early";
+  let description = [{
+    Signals that the kernel launched after this one on the same stream may
+    be scheduled once every program of this kernel has signalled or
+    finished (PTX `griddepcontrol.launch_dependents`), if that kernel was
+    launched for an early start (`sage.grid_dependency_wait`). It orders no
+    memory: that kernel still waits, at its `sage.grid_dependency_wait`, for
+    this one to finish. Without the signal it starts when this kernel
+    finishes. Needs sm_90.
+  }];
+  let hasVerifier = 1;
+  let assemblyFormat = "attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
