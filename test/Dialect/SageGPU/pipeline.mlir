@@ -271,9 +271,13 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NEXT: %[[NB:.*]] = sagegpu.ring_slot %[[BS]][%{{.*}}]
 // CHECK-NEXT: sagegpu.bulk_load %arg2[%{{.*}}], %[[NB]] into %[[NS]]
 // CHECK-NEXT: }
+// The scales' copy is waited for while the product is in flight, before the
+// product's wait; they are read after it.
 // CHECK: sagegpu.dot
-// CHECK: %[[SB:.*]] = sagegpu.ring_slot %[[BS]][%[[SLOT]]]
+// CHECK-NEXT: %[[SB:.*]] = sagegpu.ring_slot %[[BS]][%[[SLOT]]]
 // CHECK-NEXT: sagegpu.mbarrier_wait %[[SB]], %[[PHASE]]
+// CHECK-NEXT: sagegpu.dot_wait
+// CHECK-NEXT: arith.sitofp
 // CHECK-NEXT: sagegpu.local_load %{{.*}} : !sagegpu.smem<1x128xf32, #shared1>
 // CHECK-NOT: sagegpu.mbarrier_inval
 // CHECK: } {sage.num_stages = 2 : i32}

@@ -262,14 +262,14 @@ func.func @dots_in_a_region_keep_the_wait_complete(%a: tensor<64x64xf16>, %n: in
 
 // Per-token scales: the lhs column is a slice of the accumulator; the rhs
 // column runs along the result's columns, so it is transposed first; each
-// multiplies every element.
+// multiplies every element, the rows' first.
 // CHECK-LABEL: func.func @token_scales
 // CHECK: sagegpu.convert_layout %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<64x1xf32, #slice>
-// CHECK: sage.broadcast %{{.*}} : tensor<64x1xf32, #slice> -> tensor<64x64xf32, #mma>
-// CHECK: arith.mulf
+// CHECK: %[[ROWS:.*]] = sage.broadcast %{{.*}} : tensor<64x1xf32, #slice> -> tensor<64x64xf32, #mma>
 // CHECK: sagegpu.trans %{{.*}} : tensor<64x1xf32, #blocked> -> tensor<1x64xf32, #slice1>
-// CHECK: sage.broadcast %{{.*}} : tensor<1x64xf32, #slice1> -> tensor<64x64xf32, #mma>
-// CHECK: arith.mulf
+// CHECK: %[[COLS:.*]] = sage.broadcast %{{.*}} : tensor<1x64xf32, #slice1> -> tensor<64x64xf32, #mma>
+// CHECK: %[[SCALED:.*]] = arith.mulf %{{.*}}, %[[ROWS]]
+// CHECK: arith.mulf %[[SCALED]], %[[COLS]]
 func.func @token_scales(%a: tensor<64x128xi8>, %b: tensor<64x128xi8>, %sa: tensor<64x1xf32>, %sb: tensor<64x1xf32>) -> tensor<64x64xf32> {
   %c = sage.qmatmul %a[%sa], %b[%sb] contract(1, 1) : tensor<64x128xi8>, tensor<64x1xf32>, tensor<64x128xi8>, tensor<64x1xf32> -> tensor<64x64xf32>
   return %c : tensor<64x64xf32>
@@ -622,8 +622,9 @@ func.func @leading_dims(%q: !sage.ptr<bf16> {sage.alignment = 16 : i64},
 // A column of 128 per-key scales that only the matmul reads (the SageBwd
 // forward's K scales) is copied to shared memory by cp.async where it was
 // loaded, and read after the dot, straight into the row slice of the
-// result: no registers hold it while the dot runs. A 64-key column is
-// cheaper as it is (the copy's fixed cost per trip) and stays a load.
+// result: no registers hold it while the dot runs. The copy is waited for
+// before the dot's wait, under the dot. A 64-key column is cheaper as it is
+// (the copy's fixed cost per trip) and stays a load.
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-LABEL: func.func @scales_copied
 // TMA: scf.for
@@ -631,8 +632,9 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.async_copy %{{.*}}[%c0_i64, %{{.*}}] strides[%c0_i64, %c1_i64] bounds[%c1_i64, %{{.*}}] into %[[SK]]
 // TMA-NEXT: sagegpu.async_commit_group
 // TMA: sagegpu.dot
-// TMA: sagegpu.dot_wait
 // TMA: sagegpu.async_wait 0
+// TMA-NEXT: sagegpu.dot_wait
+// TMA-NEXT: arith.sitofp
 // TMA-NEXT: %{{.*}} = sagegpu.local_load %[[SK]] : !sagegpu.smem<1x128xf32, #[[SH]]> -> tensor<1x128xf32, #slice{{[0-9]*}}>
 // TMA-NOT: sage.load %{{.*}} : !sage.ptr<f32> -> tensor<128x1xf32
 // TMA-LABEL: func.func @short_scales_loaded
@@ -648,8 +650,9 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // TMA-NEXT: sagegpu.mbarrier_init %[[BAR]], 1
 // TMA-NEXT: sagegpu.bulk_load %{{.*}}[%[[J]]], %[[BAR]] into %[[SK]]
 // TMA: sagegpu.dot
-// TMA: sagegpu.dot_wait
 // TMA: sagegpu.mbarrier_wait %[[BAR]], %{{.*}}
+// TMA-NEXT: sagegpu.dot_wait
+// TMA-NEXT: arith.sitofp
 // TMA-NEXT: %{{.*}} = sagegpu.local_load %[[SK]] : !sagegpu.smem<1x128xf32, #[[SH]]> -> tensor<1x128xf32, #slice{{[0-9]*}}>
 // TMA-NEXT: sagegpu.mbarrier_inval %[[BAR]]
 // TMA-NOT: sagegpu.async_copy

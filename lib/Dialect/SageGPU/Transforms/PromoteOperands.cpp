@@ -9,7 +9,9 @@
 // waited for (sagegpu.dot_wait) and its epilogue applied where the matmul's
 // result is first used, so the ops in between run while it is in flight
 // (right after the dot when the matmul accumulates onto an operand); the
-// wait leaves the dots issued after it in flight.
+// wait leaves the dots issued after it in flight. Scales copied to shared
+// memory are read in the epilogue, but their copy is waited for before the
+// dot's wait, where that wait's latency overlaps the dot.
 //
 //===----------------------------------------------------------------------===//
 
@@ -549,18 +551,23 @@ struct Promoter {
     return copy;
   }
 
-  /// The scales of `copy` (copiedScale) in registers as `type`: waited
-  /// for here, where they are applied (a bulk copy's mbarrier is then done
-  /// with: its one reader has waited).
+  /// The scales of `copy` (copiedScale) in registers as `type`, read here,
+  /// where they are applied (a bulk copy's mbarrier is then done with: its
+  /// one reader has waited). The copy is waited for here too, or before
+  /// `waitBefore` when given: a wait for a product, which the copy's wait
+  /// then does not follow.
   Value readScales(OpBuilder &b, Location loc, const ScaleCopy &copy,
-                   RankedTensorType type) {
+                   RankedTensorType type, Operation *waitBefore = nullptr) {
+    OpBuilder at = b;
+    if (waitBefore)
+      at.setInsertionPoint(waitBefore);
     if (copy.barrier) {
-      waitFirstPhase(b, loc, copy.barrier);
+      waitFirstPhase(at, loc, copy.barrier);
       Value scales = LocalLoadOp::create(b, loc, type, copy.buffer);
       MbarrierInvalOp::create(b, loc, copy.barrier);
       return scales;
     }
-    auto wait = AsyncWaitOp::create(b, loc, 0);
+    auto wait = AsyncWaitOp::create(at, loc, 0);
     waits.push_back({wait, copy.commit});
     return LocalLoadOp::create(b, loc, type, copy.buffer);
   }
@@ -738,13 +745,15 @@ Value sliceScale(OpBuilder &b, Location loc, Value scale,
   return withEncoding(b, loc, scale, sliced);
 }
 
-/// `value` times the product of the lhs scales (one per result row) and the
-/// rhs scales (one per column). When either is a single value the product
-/// is formed on the other's slice, so each element takes one multiply.
-Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
-                  Value rhsScale, arith::FastMathFlags flags,
-                  ScaleReader read) {
-  auto result = cast<RankedTensorType>(value.getType());
+/// The factors that scale a product of type `result` by the lhs scales (one
+/// per row) and the rhs scales (one per column), broadcast to the product's
+/// tile: their product when either is a single value (formed on the other's
+/// slice, so each element takes one multiply), else the rows' and then the
+/// columns' factor.
+SmallVector<Value, 2> scaleFactors(OpBuilder &b, Location loc,
+                                   RankedTensorType result, Value lhsScale,
+                                   Value rhsScale, arith::FastMathFlags flags,
+                                   ScaleReader read) {
   auto broadcast = [&](Value v) {
     return BroadcastOp::create(b, loc, result, v).getResult();
   };
@@ -754,7 +763,7 @@ Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
   if (isSingle(lhsScale) && isSingle(rhsScale)) {
     Value sb = withEncoding(b, loc, rhsScale,
                             cast<RankedTensorType>(lhsScale.getType()));
-    return mul(value, broadcast(mul(lhsScale, sb)));
+    return {broadcast(mul(lhsScale, sb))};
   }
   if (isSingle(rhsScale) || isSingle(lhsScale)) {
     unsigned dim = isSingle(rhsScale) ? 1 : 0; // the varying scale's slice
@@ -762,14 +771,21 @@ Value applyScales(OpBuilder &b, Location loc, Value value, Value lhsScale,
         sliceScale(b, loc, dim == 1 ? lhsScale : rhsScale, result, dim, read);
     Value single =
         sliceScale(b, loc, dim == 1 ? rhsScale : lhsScale, result, dim, read);
-    return mul(value, broadcast(mul(varying, single)));
+    return {broadcast(mul(varying, single))};
   }
   // One statement per op: the IR order must not depend on the order in
   // which C++ evaluates arguments.
   Value rows = broadcast(sliceScale(b, loc, lhsScale, result, 1, read));
-  Value scaled = mul(value, rows);
   Value columns = broadcast(sliceScale(b, loc, rhsScale, result, 0, read));
-  return mul(scaled, columns);
+  return {rows, columns};
+}
+
+/// `value` times each of `factors` (scaleFactors), in order.
+Value applyFactors(OpBuilder &b, Location loc, Value value,
+                   ArrayRef<Value> factors, arith::FastMathFlags flags) {
+  for (Value factor : factors)
+    value = arith::MulFOp::create(b, loc, value, factor, flags);
+  return value;
 }
 
 /// The op of `block` before which `value` must be available: the first
@@ -875,6 +891,19 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
   auto dot =
       DotOp::create(b, loc, accType, lhs, rhs, init, lc, rc, lhsUnsigned);
   Value product = dot;
+  // The epilogue's last multiply and the accumulation may fuse into one
+  // FMA (the matmul's f32 epilogue rounding is not pinned, unlike the
+  // quantizer's).
+  auto contract = arith::FastMathFlags::contract;
+  // The wait for a wgmma product, before which the scales' copies are
+  // waited for: that wait's latency then overlaps the product's.
+  Operation *productWait = nullptr;
+  auto read = [&](Value scale, RankedTensorType sliced) -> Value {
+    std::optional<ScaleCopy> copy =
+        promoter.copiedScale(scale, sliced.getShape());
+    return copy ? promoter.readScales(b, loc, *copy, sliced, productWait)
+                : Value();
+  };
   // The accumulator encoding decides the instruction (a matmul that
   // accumulates onto a wgmma result shares its encoding).
   if (isWgmma(dot.getMmaKind())) {
@@ -891,6 +920,7 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
       b.setInsertionPoint(at);
     }
     auto wait = DotWaitOp::create(b, loc, ValueRange{product}, 0);
+    productWait = wait;
     // The work before the wait is what runs under this dot (FlashAttention's
     // exponentials): ptxas would hoist the wait above it whatever the PTX
     // order; the fence keeps it there.
@@ -899,20 +929,14 @@ template <typename OpTy> void promote(OpTy op, Promoter &promoter) {
     promoter.dotWaits.push_back({wait, dot});
     product = wait.getResult(0);
   }
-  // The epilogue's last multiply and the accumulation may fuse into one
-  // FMA (the matmul's f32 epilogue rounding is not pinned, unlike the
-  // quantizer's).
-  auto contract = arith::FastMathFlags::contract;
   Value value = product;
   if constexpr (std::is_same_v<OpTy, QMatmulOp>) {
+    // The scales are read (into registers) after the wait: before it, they
+    // would be live beside the product in flight.
     value = arith::SIToFPOp::create(b, loc, result, product);
-    auto read = [&](Value scale, RankedTensorType sliced) -> Value {
-      std::optional<ScaleCopy> copy =
-          promoter.copiedScale(scale, sliced.getShape());
-      return copy ? promoter.readScales(b, loc, *copy, sliced) : Value();
-    };
-    value = applyScales(b, loc, value, op.getLhsScale(), op.getRhsScale(),
-                        contract, read);
+    SmallVector<Value, 2> factors = scaleFactors(
+        b, loc, result, op.getLhsScale(), op.getRhsScale(), contract, read);
+    value = applyFactors(b, loc, value, factors, contract);
   }
   if (op.getAcc() && !chained)
     value = arith::AddFOp::create(b, loc, op.getAcc(), value, contract);

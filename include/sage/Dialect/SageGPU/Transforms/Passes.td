@@ -73,7 +73,11 @@ def SageGPUPromoteOperands : Pass<"sagegpu-promote-operands", "::mlir::ModuleOp"
     scale loads, index math, copies) run while the wgmma is in flight. A
     matmul with an accumulator operand is waited for right after its dot:
     until the epilogue adds them, the partial product and the accumulator
-    would both hold registers. On mma.sync the epilogue follows the dot.
+    would both hold registers. Scales that a copy brings to shared memory
+    are read into registers in the epilogue, after the dot's wait (before
+    it they would hold registers beside the product in flight), but the
+    copy is waited for before the dot's wait, under the dot. On mma.sync
+    the epilogue follows the dot.
 
     An operand tile is filled where its `sage.load` was, straight from global
     memory, when the load's only use is the matmul in the same block with no
