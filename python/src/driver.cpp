@@ -411,7 +411,7 @@ public:
       params = withMaps.data();
     }
     makeCurrent(context);
-    if (earlyLaunch && api.cuLaunchKernelEx) {
+    if (earlyLaunch && earlyLaunchWorks && api.cuLaunchKernelEx) {
       // The kernel waits for the previous one itself (griddepcontrol.wait).
       CUlaunchAttribute early{};
       early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -426,9 +426,13 @@ public:
                             reinterpret_cast<CUstream>(stream),
                             &early,
                             1};
-      check(api.cuLaunchKernelEx(&config, function, params, nullptr),
-            "cuLaunchKernelEx(" + name + ")");
-      return;
+      if (api.cuLaunchKernelEx(&config, function, params, nullptr) ==
+          CUDA_SUCCESS)
+        return;
+      // A driver that refuses the early start: the kernel is launched
+      // plainly from now on (its wait then returns at once), and an error
+      // of the launch itself is the plain launch's to report.
+      earlyLaunchWorks = false;
     }
     check(api.cuLaunchKernel(function, gridX, gridY, gridZ, threads, 1, 1,
                              sharedMemory, reinterpret_cast<CUstream>(stream),
@@ -443,6 +447,8 @@ public:
   const bool earlyLaunch;
 
 private:
+  /// Cleared when the driver refuses an early launch.
+  mutable bool earlyLaunchWorks = true;
   /// Encodes each host tensor map for the arguments in `slots` (a map whose
   /// fields did not change since the last launch is kept as it is).
   template <typename Slot> void encodeMaps(const Slot *slots) const {
