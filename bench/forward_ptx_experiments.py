@@ -4,7 +4,8 @@ Questions that would take a compiler feature to ask properly are asked here
 first, on the PTX the compiler emits for the default plan (non-causal, fine
 scales, bf16): each variant is a text rewrite that keeps the per-program
 arithmetic, so its O must equal the default's bit for bit (but for
-``ex2-emulation`` and ``integer-o``), and only the schedule changes. The JIT loads a variant
+``ex2-emulation``, ``integer-o``, ``magic-scores`` and ``no-k-scale``), and
+only the schedule changes. The JIT loads a variant
 through ``SAGE_OVERRIDE_DIR``; each variant runs in a process of its own
 (the JIT's caches), with the plan tuner off, the default first (its O is the
 reference), and the list is repeated to show the noise. Each call's time
@@ -34,6 +35,11 @@ Variants (``--variants``):
 * ``magic-scores``: the main loop's S accumulated from the bits of 1.5 *
   2^23 (:func:`magic_scores`), so that its conversions to f32 become moves
   and its K-scale multiplies FMAs; T may differ by a rounding.
+* ``no-k-scale``: the main loop's per-element K-scale multiplies dropped
+  (:func:`no_k_scale`; S lacks K's per-token scales, so O differs): how fast
+  a forward with one K scale per key block, folded into each row's factor,
+  could be (bench/results/2026-11-27-cpu-k-granule-model.md asks how
+  accurate).
 * ``multicast``: clusters of two CTAs, query blocks 2c and 2c + 1 of one
   head, which read the same K^ and V^T tiles: in the mask-free loop (and its
   prologue) CTA rank 0 copies each K^ tile and rank 1 each V^T tile, by TMA
@@ -327,6 +333,36 @@ def magic_scores(ptx: str) -> str:
     return ptx[:start] + body + rest + ptx[end:]
 
 
+def no_k_scale(ptx: str) -> str:
+    """The main loop's S without K's per-token scales: each multiply of a
+    converted S register by its key's scale becomes a move (the scales' loads
+    are then dead, and ptxas drops them; their copy stays)."""
+    start, end = _main_loop(ptx)
+    group = _score_groups(ptx)[0]
+    first = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", group.group(0))
+    accumulators = set(first.group(1).split(", "))
+    rest = ptx[group.end():end]
+    converted = set(m.group(1) for m in re.finditer(r"cvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);",
+                                                    rest) if m.group(2) in accumulators)
+    if len(converted) != len(accumulators):
+        raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
+    dropped = 0
+
+    def unscaled(m: re.Match[str]) -> str:
+        nonlocal dropped
+        dst, a, b = m.group(1), m.group(2), m.group(3)
+        x = a if a in converted else b if b in converted else None
+        if x is None:
+            return m.group(0)
+        dropped += 1
+        return f"mov.b32 \t{dst}, {x};"
+
+    rest = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", unscaled, rest)
+    if dropped != len(accumulators):
+        raise ValueError(f"{dropped} K-scale multiplies of S's {len(accumulators)} registers")
+    return ptx[:group.end()] + rest + ptx[end:]
+
+
 def _value_groups(ptx: str) -> list[re.Match[str]]:
     """The wgmma groups (fence .. commit) that compute P^ V^ (u8 x s8)."""
     return [g for g in re.finditer(r"\twgmma\.fence\.sync\.aligned;\n(.*?)"
@@ -470,13 +506,13 @@ def multicast(ptx: str) -> str:
 
 
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``magic-scores``, ``multicast``,
+    """``default``, ``split-scores``, ``magic-scores``, ``no-k-scale``, ``multicast``,
     ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "magic-scores", "multicast"):
+    if name in ("default", "split-scores", "magic-scores", "no-k-scale", "multicast"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -495,7 +531,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, magic-scores, "
-                     "multicast, ex2-emulation:K, "
+                     "no-k-scale, multicast, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -505,6 +541,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return split_scores(ptx)
     if spec["kind"] == "magic-scores":
         return magic_scores(ptx)
+    if spec["kind"] == "no-k-scale":
+        return no_k_scale(ptx)
     if spec["kind"] == "multicast":
         return multicast(ptx)
     if spec["kind"] == "ex2-emulation":

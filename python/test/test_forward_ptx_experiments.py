@@ -113,6 +113,17 @@ def test_magic_scores(forward_ptx, tmp_path):
     _assembles(ptx, tmp_path)
 
 
+def test_no_k_scale(forward_ptx, tmp_path):
+    ptx = experiments.no_k_scale(forward_ptx)
+    # The loop's 64 K-scale multiplies a thread become moves of the
+    # converted S; the rest of the kernel is unchanged.
+    assert ptx.count("mul.f32 \t") == forward_ptx.count("mul.f32 \t") - 64
+    assert ptx.count("mov.b32 \t") == forward_ptx.count("mov.b32 \t") + 64
+    assert ptx.count("cvt.rn.f32.s32") == forward_ptx.count("cvt.rn.f32.s32")
+    assert experiments.parse_variant("no-k-scale") == {"kind": "no-k-scale", "programs": 1}
+    _assembles(ptx, tmp_path)
+
+
 @pytest.mark.parametrize("d", [64, 128])
 def test_multicast(library, tmp_path, d):
     """Clusters of two: the mask-free loop's K^ copies issued by rank 0 and
