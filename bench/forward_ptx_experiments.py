@@ -74,6 +74,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -315,22 +316,33 @@ def magic_scores(ptx: str) -> str:
     rest = re.sub(rf"cvt\.rn\.f32\.s32 \t(%r\d+), ({accs});", conversion, rest)
     if len(converted) != len(accumulators):
         raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
-    scaled = 0
+    rest = _rewrite_k_scaling(
+        rest, converted, len(accumulators),
+        lambda dst, x, s: (f"{{\n\t.reg .b32 n;\n\tmul.rn.f32 n, {s}, {_f32(-12582912.0)};\n"
+                           f"\tfma.rn.f32 {dst}, {x}, {s}, n;\n\t}}"))
+    return ptx[:start] + body + rest + ptx[end:]
 
-    def scale(m: re.Match[str]) -> str:
-        nonlocal scaled
+
+def _rewrite_k_scaling(text: str, converted: Container[str], count: int,
+                       replace: Callable[[str, str, str], str]) -> str:
+    """``text`` with each ``mul.f32 dst, x, s`` that scales a converted S
+    register ``x`` (one of ``converted``) by its key's scale ``s`` replaced
+    by ``replace(dst, x, s)``; there must be ``count`` of them."""
+    done = 0
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal done
         dst, a, b = m.group(1), m.group(2), m.group(3)
         x, s = (a, b) if a in converted else (b, a)
         if x not in converted:
             return m.group(0)
-        scaled += 1
-        return (f"{{\n\t.reg .b32 n;\n\tmul.rn.f32 n, {s}, {_f32(-12582912.0)};\n"
-                f"\tfma.rn.f32 {dst}, {x}, {s}, n;\n\t}}")
+        done += 1
+        return replace(dst, x, s)
 
-    rest = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", scale, rest)
-    if scaled != len(accumulators):
-        raise ValueError(f"{scaled} K-scale multiplies of S's {len(accumulators)} registers")
-    return ptx[:start] + body + rest + ptx[end:]
+    text = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", one, text)
+    if done != count:
+        raise ValueError(f"{done} K-scale multiplies of S's {count} registers")
+    return text
 
 
 def no_k_scale(ptx: str) -> str:
@@ -346,20 +358,8 @@ def no_k_scale(ptx: str) -> str:
                                                     rest) if m.group(2) in accumulators)
     if len(converted) != len(accumulators):
         raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
-    dropped = 0
-
-    def unscaled(m: re.Match[str]) -> str:
-        nonlocal dropped
-        dst, a, b = m.group(1), m.group(2), m.group(3)
-        x = a if a in converted else b if b in converted else None
-        if x is None:
-            return m.group(0)
-        dropped += 1
-        return f"mov.b32 \t{dst}, {x};"
-
-    rest = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", unscaled, rest)
-    if dropped != len(accumulators):
-        raise ValueError(f"{dropped} K-scale multiplies of S's {len(accumulators)} registers")
+    rest = _rewrite_k_scaling(rest, converted, len(accumulators),
+                              lambda dst, x, s: f"mov.b32 \t{dst}, {x};")
     return ptx[:group.end()] + rest + ptx[end:]
 
 

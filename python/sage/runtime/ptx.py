@@ -6,11 +6,6 @@ The compiler prefixes its PTX with one comment line per kernel::
 
 ``threads`` is the block size the kernel was compiled for and
 ``shared_memory`` the dynamic shared memory (bytes) it must be launched with.
-Optional fields follow: ``cluster=C`` (programs per thread-block cluster
-along grid axis 0) and ``early_launch=1`` (the kernel waits for the previous
-kernel of its stream, ``sl.grid_dependency_wait``, before it reads what that
-kernel wrote, so the launcher lets it start while that kernel finishes:
-programmatic dependent launch).
 ``global_scratch`` is the global memory (bytes) each program needs: when it
 is above 0 the kernel takes one extra, last argument, a pointer to at least
 ``programs * global_scratch`` bytes (128-byte aligned) that the launcher
@@ -18,6 +13,11 @@ allocates. Kernels that build TMA tensor maps on the device keep them there:
 a tensor map must live in global memory, not shared memory. The field is
 optional (0 when absent), so PTX written before it, such as hand-edited
 override files, still parses.
+Two optional fields may follow it: ``cluster=C`` (programs per thread-block
+cluster along grid axis 0) and ``early_launch=1`` (the kernel waits for the
+previous kernel of its stream, ``sl.grid_dependency_wait``, before it reads
+what that kernel wrote, so the launcher lets it start while that kernel
+finishes: programmatic dependent launch).
 
 A kernel whose TMA tensor maps its arguments determine has them encoded by
 the launcher (the compiler's ``sagegpu-host-tensor-maps``), one line each::
