@@ -148,7 +148,7 @@ class IRBuilder:
         return self._one(f"sage.num_programs {axis}")
 
     def cluster_barrier(self) -> None:
-        if not self.arch.startswith("sm_9"):
+        if _capability(self.arch) < 90:
             raise error(f"sl.cluster_barrier needs sm_90 (thread-block clusters), "
                         f"the kernel targets {self.arch}")
         self._op("sage.cluster_barrier", results=0)
