@@ -201,9 +201,11 @@ def _quantize_block(x32: np.ndarray) -> tuple[np.ndarray, np.float32]:
     return q, scale[0, 0]
 
 
-def _quantize(x32: np.ndarray, granularity: str) -> tuple[np.ndarray, np.ndarray]:
-    """INT8 of a float32 tile with its (keep-dim) scales as float64."""
-    q, scale = quantize(np.ascontiguousarray(x32, np.float32), granularity)
+def _quantize(x32: np.ndarray, granularity: str,
+              unsigned: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """INT8 (or, ``unsigned``, unsigned bytes) of a float32 tile with its
+    (keep-dim) scales as float64."""
+    q, scale = quantize(np.ascontiguousarray(x32, np.float32), granularity, unsigned=unsigned)
     return q, scale.astype(np.float64)
 
 
@@ -397,8 +399,9 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
     "bfloat16"). delta = rowsum(dO o O) from the stored O (f32); dO^ per
     query block. Per (query tile i, key tile j): S recomputed from the saved
     INT8 tensors, P = exp2(S - L) (0 where masked), P^ per block (fine: per
-    key column), dV_j += P^^T dO^_i; dP = dO_i V_j^T in 16-bit inputs (exact
-    products); dS = P o (dP - delta) quantized per block into dS^;
+    key column, unsigned bytes), dV_j += P^^T dO^_i; dP = dO_i V_j^T in
+    16-bit inputs (exact products); dS = P o (dP - delta) quantized per
+    block into dS^;
     dQ_i += sm_scale * dS^ K^_j; dK_j += ln2 * (dS^^T Q^_i [+ colsum(dS)^T q_mean_i]).
     Fine scales: dO^ per channel, and dS quantized twice, (dS o s_K^T) per
     query row for dQ and (dS o s_Q) per key column for dK.
@@ -431,8 +434,10 @@ def emulate_backward(fwd: ForwardResult, do: np.ndarray, v: np.ndarray, cfg: Sag
                         continue  # the kernels skip these tiles (or they add zeros)
                     s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
                     p = np.where(mask, np.exp2(s - lse_i), 0.0)
+                    # Fine: per key column, as unsigned bytes (P >= 0).
                     p_q, p_scale = _quantize(p.astype(np.float32),
-                                             "per_channel" if cfg.fine else "per_block")
+                                             "per_channel" if cfg.fine else "per_block",
+                                             unsigned=cfg.fine)
                     # Scales of dV's rows (keys) and columns (channels).
                     dv[b, hk, k0:k1] += int8_dot(p_q, do_q, 0, 0) * (p_scale.T * do_scale)
                     dp = do64[b, h, q0:q1] @ v64[b, hk, k0:k1].T

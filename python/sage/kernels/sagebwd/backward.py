@@ -32,8 +32,8 @@ and dS = P o (dP - delta) is dLoss/dz. Then
   (the dK bias term of spec 3.2, from the f32 dS).
 
 With FINE_SCALES (``scales="fine"``, sage's default; docs/sagebwd.md) Q^ and
-K^ carry one scale per token, P^ one per key, dO^ one per channel and dS^ one
-per query for dQ and one per key for dK. Every scale is still constant along
+K^ carry one scale per token, P^ one per key (unsigned bytes: P >= 0), dO^
+one per channel and dS^ one per query for dQ and one per key for dK. Every scale is still constant along
 its product's contraction. The per-token Q and K scales vary along the token
 axes that dK = dS^T Q and dQ = dS K contract, so they are multiplied into the
 f32 dS before it is quantized: dQ uses (dS o s_K^T) K^ and dK uses
@@ -135,9 +135,11 @@ def sagebwd_backward(q_q, q_qt, q_scale, q_mean, k_q, k_scale, v, do, do_qt, do_
         mask = visible(row, col, N, N_KV, BLOCK_M, BLOCK_N, CAUSAL, transposed=True)
         pt = sl.where(mask, sl.exp2(st - load_col_stat(lse, bh, row, N, BLOCK_M)), 0.0)
         # dV_j += P^T dO_i (INT8; P per key or per block, dO per channel or
-        # per block: the outer axes of dV). P^T's rows are keys.
+        # per block: the outer axes of dV). P^T's rows are keys. P >= 0: with
+        # fine scales it takes unsigned bytes (255 levels, u8 x s8 products),
+        # as the forward's P~ does.
         if FINE_SCALES:
-            pt_q, sp = sl.quantize(pt, sl.int8_per_token)
+            pt_q, sp = sl.quantize(pt, sl.uint8_per_token)
             # One scale per channel (dO^T's rows: dV's columns), applied
             # after the product and loaded after it too: its 1 x D row then
             # holds no registers while the matmul is in flight.
