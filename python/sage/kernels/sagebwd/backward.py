@@ -33,11 +33,12 @@ and dS = P o (dP - delta) is dLoss/dz. Then
 
 With FINE_SCALES (``scales="fine"``, sage's default; docs/sagebwd.md) Q^ and
 K^ carry one scale per token, P^ one per key (unsigned bytes: P >= 0), dO^
-one per channel and dS^ one per query for dQ and one per key for dK. Every scale is still constant along
-its product's contraction. The per-token Q and K scales vary along the token
-axes that dK = dS^T Q and dQ = dS K contract, so they are multiplied into the
-f32 dS before it is quantized: dQ uses (dS o s_K^T) K^ and dK uses
-(dS o s_Q)^T Q^, two INT8 copies of each dS tile.
+one per channel and dS^ one per query for dQ and one per key for dK. Every
+scale is still constant along its product's contraction. The per-token Q and
+K scales vary along the token axes that dK = dS^T Q and dQ = dS K contract,
+so they are multiplied into the f32 dS before it is quantized: dQ uses
+(dS o s_K^T) K^ and dK uses (dS o s_Q)^T Q^, two INT8 copies of each dS
+tile.
 """
 
 from __future__ import annotations
