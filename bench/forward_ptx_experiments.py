@@ -4,7 +4,7 @@ Questions that would take a compiler feature to ask properly are asked here
 first, on the PTX the compiler emits for the default plan (non-causal, fine
 scales, bf16): each variant is a text rewrite that keeps the per-program
 arithmetic, so its O must equal the default's bit for bit (but for
-``ex2-emulation``, ``integer-o``, ``magic-scores`` and ``no-k-scale``), and
+``ex2-emulation`` and ``integer-o``), and
 only the schedule changes. The JIT loads a variant
 through ``SAGE_OVERRIDE_DIR``; each variant runs in a process of its own
 (the JIT's caches), with the plan tuner off, the default first (its O is the
@@ -32,14 +32,6 @@ Variants (``--variants``):
   and without the units' rescaling (:func:`integer_o`; O differs): how fast
   an "integer O" forward could be; ``check`` adds the per-trip test and
   warp vote that such a forward needs, with a slow path that never runs.
-* ``magic-scores``: the main loop's S accumulated from the bits of 1.5 *
-  2^23 (:func:`magic_scores`), so that its conversions to f32 become moves
-  and its K-scale multiplies FMAs; T may differ by a rounding.
-* ``no-k-scale``: the main loop's per-element K-scale multiplies dropped
-  (:func:`no_k_scale`; S lacks K's per-token scales, so O differs): how fast
-  a forward with one K scale per key block, folded into each row's factor,
-  could be (bench/results/2026-11-27-cpu-k-granule-model.md asks how
-  accurate).
 * ``multicast``: clusters of two CTAs, query blocks 2c and 2c + 1 of one
   head, which read the same K^ and V^T tiles: in the mask-free loop (and its
   prologue) CTA rank 0 copies each K^ tile and rank 1 each V^T tile, by TMA
@@ -74,7 +66,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -246,11 +237,6 @@ def _f32(value: float) -> str:
     return "0f" + struct.pack(">f", value).hex().upper()
 
 
-#: The bits of the f32 1.5 * 2^23 read as an int32: an accumulator that starts
-#: there holds, after adding S (|S| < 2^22), the f32 1.5 * 2^23 + S exactly.
-MAGIC_BITS = 0x4B400000
-
-
 def _main_loop(ptx: str) -> tuple[int, int]:
     """The text span of the main loop's work: from its first S group to the
     P V group that follows (what the loop rewrites change)."""
@@ -287,80 +273,6 @@ def ex2_emulation(ptx: str, every: int) -> str:
     if count == 0:
         raise ValueError("no ex2.approx.ftz.f32 in the main loop")
     return ptx[:start] + body + ptx[end:]
-
-
-def magic_scores(ptx: str) -> str:
-    """The main loop's S accumulated from the bits of 1.5 * 2^23 instead of 0,
-    so its registers read as f32 are 1.5 * 2^23 + S: the 64 conversions
-    (I2FP, on the ALU pipe) become moves into the accumulator before the
-    group (on any pipe), and the K-scale multiply becomes an FMA with the
-    constant's product folded in (t = X * s_k - 1.5 * 2^23 * s_k). T changes
-    by at most one rounding of 1.5 * 2^23 * s_k (0.75 units of S)."""
-    start, end = _main_loop(ptx)
-    group = _score_groups(ptx)[0]
-    body = group.group(0)
-    first = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", body)
-    accumulators = first.group(1).split(", ")
-    if "setp.ne.b32 p, 0, 0;" not in body:
-        raise ValueError("the S group's first wgmma does not start from zero")
-    inits = "".join(f"\tmov.b32 \t{r}, {MAGIC_BITS};\n" for r in accumulators)
-    body = inits + body.replace("setp.ne.b32 p, 0, 0;", "setp.ne.b32 p, 1, 0;", 1)
-    rest = ptx[group.end():end]
-    converted = {}
-
-    def conversion(m: re.Match[str]) -> str:
-        converted[m.group(1)] = m.group(2)
-        return f"mov.b32 \t{m.group(1)}, {m.group(2)};"
-
-    accs = "|".join(re.escape(r) for r in accumulators)
-    rest = re.sub(rf"cvt\.rn\.f32\.s32 \t(%r\d+), ({accs});", conversion, rest)
-    if len(converted) != len(accumulators):
-        raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
-    rest = _rewrite_k_scaling(
-        rest, converted, len(accumulators),
-        lambda dst, x, s: (f"{{\n\t.reg .b32 n;\n\tmul.rn.f32 n, {s}, {_f32(-12582912.0)};\n"
-                           f"\tfma.rn.f32 {dst}, {x}, {s}, n;\n\t}}"))
-    return ptx[:start] + body + rest + ptx[end:]
-
-
-def _rewrite_k_scaling(text: str, converted: Container[str], count: int,
-                       replace: Callable[[str, str, str], str]) -> str:
-    """``text`` with each ``mul.f32 dst, x, s`` that scales a converted S
-    register ``x`` (one of ``converted``) by its key's scale ``s`` replaced
-    by ``replace(dst, x, s)``; there must be ``count`` of them."""
-    done = 0
-
-    def one(m: re.Match[str]) -> str:
-        nonlocal done
-        dst, a, b = m.group(1), m.group(2), m.group(3)
-        x, s = (a, b) if a in converted else (b, a)
-        if x not in converted:
-            return m.group(0)
-        done += 1
-        return replace(dst, x, s)
-
-    text = re.sub(r"mul\.f32 \t(%r\d+), (%r\d+), (%r\d+);", one, text)
-    if done != count:
-        raise ValueError(f"{done} K-scale multiplies of S's {count} registers")
-    return text
-
-
-def no_k_scale(ptx: str) -> str:
-    """The main loop's S without K's per-token scales: each multiply of a
-    converted S register by its key's scale becomes a move (the scales' loads
-    are then dead, and ptxas drops them; their copy stays)."""
-    start, end = _main_loop(ptx)
-    group = _score_groups(ptx)[0]
-    first = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", group.group(0))
-    accumulators = set(first.group(1).split(", "))
-    rest = ptx[group.end():end]
-    converted = set(m.group(1) for m in re.finditer(r"cvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);",
-                                                    rest) if m.group(2) in accumulators)
-    if len(converted) != len(accumulators):
-        raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
-    rest = _rewrite_k_scaling(rest, converted, len(accumulators),
-                              lambda dst, x, s: f"mov.b32 \t{dst}, {x};")
-    return ptx[:group.end()] + rest + ptx[end:]
 
 
 def _value_groups(ptx: str) -> list[re.Match[str]]:
@@ -506,13 +418,13 @@ def multicast(ptx: str) -> str:
 
 
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``magic-scores``, ``no-k-scale``, ``multicast``,
+    """``default``, ``split-scores``, ``multicast``,
     ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "magic-scores", "no-k-scale", "multicast"):
+    if name in ("default", "split-scores", "multicast"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -530,8 +442,8 @@ def parse_variant(name: str) -> dict[str, Any]:
             else:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
-    raise ValueError(f"unknown variant {name!r} (default, split-scores, magic-scores, "
-                     "no-k-scale, multicast, ex2-emulation:K, "
+    raise ValueError(f"unknown variant {name!r} (default, split-scores, "
+                     "multicast, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -539,10 +451,6 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
     """The variant's PTX."""
     if spec["kind"] == "split-scores":
         return split_scores(ptx)
-    if spec["kind"] == "magic-scores":
-        return magic_scores(ptx)
-    if spec["kind"] == "no-k-scale":
-        return no_k_scale(ptx)
     if spec["kind"] == "multicast":
         return multicast(ptx)
     if spec["kind"] == "ex2-emulation":

@@ -12,6 +12,7 @@
 #include "GF2.h"
 
 #include "llvm/ADT/Twine.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -88,14 +89,23 @@ LinearLayout mlir::sage::layout::blocked(TileShape shape,
                                    std::move(warp));
 }
 
-LinearLayout mlir::sage::layout::slice(const LinearLayout &parent,
-                                       unsigned dim) {
-  if (!parent.isDistributed() || dim > 1)
-    fail("slice", "needs a distributed parent and dim 0 or 1");
+int32_t mlir::sage::layout::extractBits(int32_t index, int32_t mask) {
+  int32_t out = 0;
+  for (int32_t bit = 0, at = 0; bit < 31; ++bit)
+    if (mask & (1 << bit))
+      out |= ((index >> bit) & 1) << at++;
+  return out;
+}
+
+LinearLayout mlir::sage::layout::slice(const LinearLayout &parent, unsigned dim,
+                                       int32_t groups) {
+  if (!parent.isDistributed() || dim > 1 || groups < 0)
+    fail("slice", "needs a distributed parent, dim 0 or 1 and groups >= 0");
   TileShape shape = parent.getShape();
-  shape[dim] = 1;
+  shape[dim] = int64_t(1) << llvm::popcount(uint32_t(groups));
+  // PEXT is linear over GF(2): the image of a basis is a basis of the image.
   auto project = [&](Coord c) {
-    c[dim] = 0;
+    c[dim] = extractBits(c[dim], groups);
     return c;
   };
   // Keep only register bases that still select new elements, so no value

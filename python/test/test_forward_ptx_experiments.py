@@ -41,14 +41,13 @@ def _assembles(ptx: str, tmp_path: Path) -> None:
 
 def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
-    assert experiments.parse_variant("magic-scores") == {"kind": "magic-scores", "programs": 1}
     assert experiments.parse_variant("multicast") == {"kind": "multicast", "programs": 1}
     assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
                                                             "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
         "kind": "replicas", "programs": 3, "turns": True, "stagger": 1400}
     for bad in ("replicas", "replicas:1", "replicas:3:fast", "replicas:3:stagger=x", "other",
-                "ex2-emulation", "ex2-emulation:0"):
+                "ex2-emulation", "ex2-emulation:0", "magic-scores", "no-k-scale"):
         with pytest.raises(ValueError):
             experiments.parse_variant(bad)
 
@@ -97,30 +96,6 @@ def test_split_scores(forward_ptx, tmp_path):
     half = re.search(r"m64n64k32\.s32\.s8\.s8 \{([^}]*)\}", ptx)[1].replace(" ", "").split(",")
     sources = re.findall(r"cvt\.rn\.f32\.s32 \t%r\d+, (%r\d+);", between)
     assert sorted(source for source in sources if source in half) == sorted(half)
-    _assembles(ptx, tmp_path)
-
-
-def test_magic_scores(forward_ptx, tmp_path):
-    group = experiments._score_groups(forward_ptx)[0]
-    ptx = experiments.magic_scores(forward_ptx)
-    # The loop's S starts from the magic bits in all 64 registers a thread,
-    # accumulates from its first wgmma, and is read without conversions.
-    assert ptx.count(f"{experiments.MAGIC_BITS};") == 64
-    start = ptx.index(group.group(0).split("\n", 1)[0], group.start())
-    assert ptx.count("setp.ne.b32 p, 0, 0;") == forward_ptx.count("setp.ne.b32 p, 0, 0;") - 1
-    assert ptx.count("cvt.rn.f32.s32") == forward_ptx.count("cvt.rn.f32.s32") - 64
-    assert ptx.count("mul.rn.f32 n, ") == 64 and start > 0
-    _assembles(ptx, tmp_path)
-
-
-def test_no_k_scale(forward_ptx, tmp_path):
-    ptx = experiments.no_k_scale(forward_ptx)
-    # The loop's 64 K-scale multiplies a thread become moves of the
-    # converted S; the rest of the kernel is unchanged.
-    assert ptx.count("mul.f32 \t") == forward_ptx.count("mul.f32 \t") - 64
-    assert ptx.count("mov.b32 \t") == forward_ptx.count("mov.b32 \t") + 64
-    assert ptx.count("cvt.rn.f32.s32") == forward_ptx.count("cvt.rn.f32.s32")
-    assert experiments.parse_variant("no-k-scale") == {"kind": "no-k-scale", "programs": 1}
     _assembles(ptx, tmp_path)
 
 

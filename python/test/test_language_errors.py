@@ -248,6 +248,30 @@ def test_division_and_reduction_kinds():
     expect_error(reduce, [F32, N], {}, r"unknown reduction 'mean'", "# HERE")
 
 
+def test_reduction_and_broadcast_groups():
+    def some_bits(a, n):
+        sl.max(sl.load(a, (4, 8), (0, 0), (8, 1), (n, 8)), 1, groups=7)  # HERE
+
+    expect_error(some_bits, [F32, N], {}, r"groups 7 must be some, not all, of the index "
+                 r"bits below 8", "# HERE")
+
+    def runtime(a, n):
+        sl.max(sl.load(a, (4, 8), (0, 0), (8, 1), (n, 8)), 1, groups=n)  # HERE
+
+    expect_error(runtime, [F32, N], {}, r"groups must be a compile-time integer", "# HERE")
+
+    def entries(a, n):
+        sl.broadcast(sl.load(a, (4, 4), (0, 0), (4, 1), (n, 4)), (4, 8), groups=2)  # HERE
+
+    expect_error(entries, [F32, N], {}, r"groups 2 take 2 entries along dimension 1, got 4",
+                 "# HERE")
+
+    def ungrouped(a, n):
+        sl.broadcast(sl.load(a, (4, 2), (0, 0), (2, 1), (n, 2)), (4, 8))  # HERE
+
+    expect_error(ungrouped, [F32, N], {}, r"only size-1 dimensions expand", "# HERE")
+
+
 def test_softmax_update_statistics_shape():
     def kernel(a, n):
         s = sl.load(a, (4, 8), (0, 0), (8, 1), (n, 8))

@@ -292,3 +292,27 @@ def test_unsigned_quantize_and_matmul_use_the_whole_byte():
     assert q.max() == 255 and q[0, 0] == 0
     expected = (q.astype(np.int64) @ v.astype(np.int64).T) * scale.astype(np.float64)
     np.testing.assert_allclose(o, expected, rtol=1e-6)
+
+
+def _group_scale_kernel(a, s, out, N: sl.constexpr):
+    """out = a * broadcast(max per column group * s): the forward's K-group pattern."""
+    x = sl.load(a, (16, N), (0, 0), (N, 1), (16, N))
+    scale = sl.load(s, (1, 4), (0, 0), (4, 1), (1, 4))
+    g = sl.max(x, 1, groups=0b110) * scale
+    sl.store(out, x * sl.broadcast(g, (16, N), groups=0b110), (0, 0), (N, 1), (16, N))
+
+
+def test_grouped_reduce_and_broadcast_follow_the_bit_groups():
+    n = 32
+    x = RNG.standard_normal((16, n)).astype(np.float32)
+    s = RNG.random((1, 4)).astype(np.float32)
+    out = np.zeros_like(x)
+    sl.interpret(_group_scale_kernel, (1,), [x, s, out], dict(N=n))
+    group = (np.arange(n) // 2) % 4
+    peaks = np.stack([x[:, group == g].max(axis=1) for g in range(4)], axis=1)
+    want = x * (peaks * s)[:, group]
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+    ir = sl.trace(_group_scale_kernel, [sl.ArgSpec.pointer(sl.float32)] * 3, dict(N=n))
+    assert "sage.reduce max %" in ir and "axis 1 groups 6 : tensor<16x32xf32> -> " \
+        "tensor<16x4xf32>" in ir
+    assert "groups 6 : tensor<16x4xf32> -> tensor<16x32xf32>" in ir

@@ -622,6 +622,27 @@ def test_broadcast():
         ref.broadcast(col, (2,))
 
 
+def test_grouped_reduce_and_broadcast():
+    x = f32(np.arange(16).reshape(2, 8) * [[1], [-1]])
+    np.testing.assert_array_equal(ref.group_index(0b110, 8), [0, 0, 1, 1, 2, 2, 3, 3])
+    np.testing.assert_array_equal(ref.group_index(0b101, 8), [0, 1, 0, 1, 2, 3, 2, 3])
+    # Columns with equal (c // 2) % 2: {0, 1, 4, 5} and {2, 3, 6, 7}.
+    np.testing.assert_array_equal(ref.reduce(x, "max", 1, groups=0b10), [[5, 7], [-8, -10]])
+    np.testing.assert_array_equal(ref.reduce(x, "sum", 0, groups=None), [[-8] * 8])
+    np.testing.assert_array_equal(ref.reduce(f32(np.arange(8)[:, None]), "sum", 0, groups=0b1),
+                                  [[12], [16]])
+    np.testing.assert_array_equal(ref.broadcast(f32([[1, 2]]), (2, 8), groups=0b10),
+                                  [[1, 1, 2, 2, 1, 1, 2, 2]] * 2)
+    with pytest.raises(ValueError, match="some, not all"):
+        ref.reduce(x, "max", 1, groups=0b111)
+    with pytest.raises(ValueError, match="power-of-two extent"):
+        ref.reduce(f32(np.ones((2, 6))), "max", 1, groups=0b10)
+    with pytest.raises(ValueError, match="take 2 entries"):
+        ref.broadcast(f32([[1, 2, 3, 4]]), (2, 8), groups=0b10)
+    with pytest.raises(ValueError, match="neither 1 nor"):
+        ref.broadcast(f32([[1, 2]]), (2, 2), groups=0b1)
+
+
 def test_iota():
     rows = ref.iota((2, 3), 0)
     assert rows.dtype == np.int32

@@ -1,4 +1,5 @@
-//===- BlockedTest.cpp - #sagegpu.blocked and slices as linear layouts -------===//
+//===- BlockedTest.cpp - #sagegpu.blocked and slices as linear layouts
+//-------===//
 //
 // The reference below restates, independently of the library, what today's
 // TileDistribution computes for a `#sagegpu.blocked` tile: per dimension a
@@ -12,6 +13,7 @@
 
 #include "sage/Layout/Encodings.h"
 
+#include "llvm/ADT/bit.h"
 #include "gtest/gtest.h"
 
 #include <set>
@@ -222,6 +224,50 @@ TEST(Slice, OfTensorCoreAccumulators) {
             "(2,0), (4,0)], warp: [(16,0), (32,0)]}");
   EXPECT_EQ(rows.getFreeMask(InDim::Lane), 0b11);
   EXPECT_EQ(rows.getNumCopies(), 4);
+}
+
+/// (lane, warp, row, col) of every element a layout's threads hold.
+std::set<std::array<int32_t, 4>> heldBy(const LinearLayout &l, unsigned dim = 0,
+                                        int32_t groups = -1) {
+  std::set<std::array<int32_t, 4>> out;
+  forEachIndex(l, [&](HardwareIndex h) {
+    Coord c = l.apply(h);
+    if (groups >= 0)
+      c[dim] = extractBits(c[dim], groups);
+    out.insert({h.lane, h.warp, c.row, c.col});
+  });
+  return out;
+}
+
+TEST(Slice, ExtractBitsPacksTheMaskedBits) {
+  EXPECT_EQ(extractBits(0b1010110, 0b1000110), 0b111);
+  EXPECT_EQ(extractBits(0b0111001, 0b1000110), 0b000);
+  EXPECT_EQ(extractBits(0b1000010, 0b1000110), 0b101);
+  EXPECT_EQ(extractBits(0xff, 0), 0);
+}
+
+TEST(Slice, GroupsKeepTheMaskedIndexBits) {
+  // A thread holds group g = pext(index, groups) of a row exactly when it
+  // holds some index of that group in the parent; no mask is the plain slice.
+  LinearLayout acc = wgmmaAccumulator({64, 128}, 128, 1);
+  for (int32_t groups : {0b110, 0b1000110, 0b1}) {
+    SCOPED_TRACE(groups);
+    LinearLayout g = slice(acc, 1, groups);
+    EXPECT_EQ(g.getShape()[1], int64_t(1) << llvm::popcount(uint32_t(groups)));
+    EXPECT_TRUE(g.isSurjective());
+    EXPECT_EQ(heldBy(g), heldBy(acc, 1, groups));
+  }
+  EXPECT_EQ(slice(acc, 1, 0), slice(acc, 1));
+  LinearLayout rows =
+      slice(blocked({64, 32}, {1, 4}, {4, 8}, {4, 1}), 0, 0b110);
+  EXPECT_EQ(heldBy(rows),
+            heldBy(blocked({64, 32}, {1, 4}, {4, 8}, {4, 1}), 0, 0b110));
+  // The columns of a quad member (2 * (lane % 4) + {0, 1} + 8 j) are one
+  // group of 0b110 per row: two rows a thread, one value each, no copies.
+  LinearLayout quads = slice(acc, 1, 0b110);
+  EXPECT_EQ(quads.getNumRegisters(), 2);
+  EXPECT_EQ(quads.getFreeMask(InDim::Lane), 0);
+  EXPECT_EQ(quads.getNumCopies(), 1);
 }
 
 } // namespace

@@ -58,7 +58,17 @@ LinearLayout blocked(TileShape shape, std::array<unsigned, 2> sizePerThread,
 /// is replicated across the lanes and warps that spread the removed
 /// dimension, and appears in only one register slot per thread (register
 /// bases that become zero or dependent are dropped, order kept).
-LinearLayout slice(const LinearLayout &parent, unsigned dim);
+///
+/// With a nonzero `groups` mask, dimension `dim` keeps the index bits of
+/// `groups` instead of none: index i of the parent maps to pext(i, groups)
+/// (its bits in `groups`, packed in order), so the result has extent
+/// 2^popcount(groups) there. This is the layout of a grouped reduction
+/// (`sage.reduce ... groups`) and of a grouped broadcast's source.
+LinearLayout slice(const LinearLayout &parent, unsigned dim,
+                   int32_t groups = 0);
+
+/// Index bits of `index` selected by `mask`, packed from bit 0 up (PEXT).
+int32_t extractBits(int32_t index, int32_t mask);
 
 //===----------------------------------------------------------------------===//
 // Tensor-core accumulators

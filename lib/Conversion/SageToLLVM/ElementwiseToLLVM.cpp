@@ -9,6 +9,7 @@
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Layout/Encodings.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -109,12 +110,16 @@ struct BroadcastLowering : public OpConversionPattern<BroadcastOp> {
     if (!src || !dst)
       return rw.notifyMatchFailure(op, "tile has no distributed layout");
     // The source must be held like the result with the broadcast dimensions
-    // collapsed to index 0: same lane and warp parts, so each result slot
-    // finds its value in a slot of the same thread.
+    // collapsed to index 0 (a grouped one projected onto its kept bits):
+    // same lane and warp parts, so each result slot finds its value in a
+    // slot of the same thread.
     ArrayRef<int64_t> srcShape = op.getSource().getType().getShape();
+    std::optional<unsigned> grouped = op.getGroupedDim();
     auto collapse = [&](layout::Coord c) {
       for (unsigned d = 0; d < 2; ++d)
-        if (srcShape[d] == 1)
+        if (grouped && d == *grouped)
+          c[d] = layout::extractBits(c[d], *op.getGroups());
+        else if (srcShape[d] == 1)
           c[d] = 0;
       return c;
     };

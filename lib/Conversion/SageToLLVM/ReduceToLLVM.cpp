@@ -12,12 +12,14 @@
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Conversion/SageToLLVM/TileDistribution.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Layout/Encodings.h"
 #include "sage/Layout/LinearLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -114,24 +116,28 @@ static bool isSupported(Type elem) {
   return elem.isF32() || elem.isF16() || elem.isBF16() || elem.isInteger(32);
 }
 
-/// How a reduction along `axis` splits over a layout's input bits: the
-/// register, lane and warp bits that move along the axis (to be combined)
-/// and the register slots that stay (one partial each, in slot order).
+/// How a reduction along `axis` (over the index bits outside `groups`, a
+/// mask of kept bits: 0 reduces the whole axis) splits over a layout's
+/// input bits: the register, lane and warp bits that move along the reduced
+/// index bits (to be combined) and the register slots that stay (one
+/// partial each, in slot order).
 struct ReducePlan {
   int32_t regMask = 0, laneMask = 0, warpMask = 0;
+  int32_t groups = 0;
   SmallVector<int64_t> keptSlots;
 
-  /// Fails when a basis moves along both dimensions at once.
+  /// Fails when a basis moves along reduced bits and anything else at once.
   static std::optional<ReducePlan> get(const layout::LinearLayout &l,
-                                       unsigned axis) {
+                                       unsigned axis, int32_t groups) {
     ReducePlan plan;
+    plan.groups = groups;
     for (auto [dim, mask] : {std::pair{layout::InDim::Register, &plan.regMask},
                              {layout::InDim::Lane, &plan.laneMask},
                              {layout::InDim::Warp, &plan.warpMask}})
       for (auto [bit, basis] : llvm::enumerate(l.getBases(dim))) {
-        if (basis[axis] == 0)
+        if ((basis[axis] & ~groups) == 0)
           continue;
-        if (basis[1 - axis] != 0)
+        if (basis[1 - axis] != 0 || (basis[axis] & groups) != 0)
           return std::nullopt;
         *mask |= 1 << bit;
       }
@@ -142,24 +148,29 @@ struct ReducePlan {
     return plan;
   }
 
-  /// The layout of the kept-dim result: the input's with the reduced
-  /// register bits gone and the reduced lane and warp bits made copies.
+  /// The layout of the result: the input's with the reduced register bits
+  /// gone, the reduced lane and warp bits made copies, and the rest
+  /// projected onto the kept bits along the axis.
   layout::LinearLayout resultLayout(const layout::LinearLayout &l,
                                     unsigned axis) const {
+    auto project = [&](layout::Coord c) {
+      c[axis] = layout::extractBits(c[axis], groups);
+      return c;
+    };
     layout::LinearLayout::Bases reg, lane, warp;
     for (auto [bit, basis] :
          llvm::enumerate(l.getBases(layout::InDim::Register)))
       if (!(regMask & (1 << bit)) && !basis.isZero())
-        reg.push_back(basis);
+        reg.push_back(project(basis));
     auto collapse = [&](layout::InDim dim, int32_t mask,
                         layout::LinearLayout::Bases &out) {
       for (auto [bit, basis] : llvm::enumerate(l.getBases(dim)))
-        out.push_back(mask & (1 << bit) ? layout::Coord{} : basis);
+        out.push_back(mask & (1 << bit) ? layout::Coord{} : project(basis));
     };
     collapse(layout::InDim::Lane, laneMask, lane);
     collapse(layout::InDim::Warp, warpMask, warp);
     layout::TileShape shape = l.getShape();
-    shape[axis] = 1;
+    shape[axis] = int64_t(1) << llvm::popcount(uint32_t(groups));
     return layout::LinearLayout::distributed(shape, reg, lane, warp);
   }
 };
@@ -180,10 +191,11 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
       return op.emitOpError() << "reductions of " << elem
                               << " are not supported by the GPU lowering";
     unsigned axis = op.getAxis();
-    std::optional<ReducePlan> plan = ReducePlan::get(in->getLayout(), axis);
+    std::optional<ReducePlan> plan =
+        ReducePlan::get(in->getLayout(), axis, op.getGroups().value_or(0));
     if (!plan)
-      return op.emitOpError("cannot reduce a layout whose bases mix rows and "
-                            "columns");
+      return op.emitOpError("cannot reduce a layout whose bases mix reduced "
+                            "index bits with other ones");
     // The result must be laid out as the reduction leaves it (layout
     // assignment gives it the input's slice encoding).
     if (plan->resultLayout(in->getLayout(), axis) != out->getLayout())
@@ -246,15 +258,19 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
     }
 
     // 3. Across the warps that spread it, in shared memory laid out as
-    //    [warp with its other bits clear][output element]; the output has
-    //    one dimension of extent 1, so its linear index is the position
-    //    along the other dimension.
+    //    [warp with its other bits clear][output element], the output
+    //    element at its row-major linear index.
     if (plan->warpMask) {
       int64_t outBytes = out->getType().getNumElements() * 4;
+      int64_t outCols = out->getType().getDimSize(1);
       SmallVector<std::pair<Value, Value>> outPos = coords.positions(*out);
       auto byteIndex = [&](int64_t j) -> Value {
-        Value along = axis == 1 ? outPos[j].first : outPos[j].second;
-        return arith::MulIOp::create(rw, loc, along, coords.constant(4));
+        Value linear = arith::AddIOp::create(
+            rw, loc,
+            arith::MulIOp::create(rw, loc, outPos[j].first,
+                                  coords.constant(outCols)),
+            outPos[j].second);
+        return arith::MulIOp::create(rw, loc, linear, coords.constant(4));
       };
       Value warpPart = arith::AndIOp::create(rw, loc, coords.warp,
                                              coords.constant(plan->warpMask));
@@ -309,8 +325,8 @@ int64_t mlir::sage::getReduceScratchBytes(ReduceOp op) {
       TileDistribution::get(op.getInput().getType());
   if (!in)
     return 0;
-  std::optional<ReducePlan> plan =
-      ReducePlan::get(in->getLayout(), op.getAxis());
+  std::optional<ReducePlan> plan = ReducePlan::get(
+      in->getLayout(), op.getAxis(), op.getGroups().value_or(0));
   if (!plan || !plan->warpMask)
     return 0;
   // Indexed by the warp id with its other bits clear, up to the mask.

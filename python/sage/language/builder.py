@@ -191,11 +191,15 @@ class IRBuilder:
     def iota(self, axis: int, result: TileType) -> str:
         return self._one(f"sage.iota {axis} : {result.mlir}")
 
-    def broadcast(self, x: Value, result: TileType) -> str:
-        return self._one(f"sage.broadcast {self._use(x)} : {x.type.mlir} -> {result.mlir}")
+    def broadcast(self, x: Value, result: TileType, groups: int | None) -> str:
+        grouped = "" if groups is None else f" groups {groups}"
+        return self._one(f"sage.broadcast {self._use(x)}{grouped} : {x.type.mlir} -> "
+                         f"{result.mlir}")
 
-    def reduce(self, kind: str, x: Value, axis: int, result: TileType) -> str:
-        return self._one(f"sage.reduce {kind} {self._use(x)} axis {axis} : "
+    def reduce(self, kind: str, x: Value, axis: int, result: TileType,
+               groups: int | None) -> str:
+        grouped = "" if groups is None else f" groups {groups}"
+        return self._one(f"sage.reduce {kind} {self._use(x)} axis {axis}{grouped} : "
                          f"{x.type.mlir} -> {result.mlir}")
 
     def smooth(self, x: Value, axis: int, types: Sequence[TileType]) -> list[str]:

@@ -153,11 +153,12 @@ class Interpreter:
     def iota(self, axis: int, result: TileType) -> np.ndarray:
         return reference.iota(result.shape, axis)
 
-    def broadcast(self, x: Value, result: TileType) -> np.ndarray:
-        return reference.broadcast(x.handle, result.shape)
+    def broadcast(self, x: Value, result: TileType, groups: int | None) -> np.ndarray:
+        return reference.broadcast(x.handle, result.shape, groups)
 
-    def reduce(self, kind: str, x: Value, axis: int, result: TileType) -> np.ndarray:
-        return convert(reference.reduce(x.handle, kind, axis), result.element)
+    def reduce(self, kind: str, x: Value, axis: int, result: TileType,
+               groups: int | None) -> np.ndarray:
+        return convert(reference.reduce(x.handle, kind, axis, groups), result.element)
 
     def smooth(self, x: Value, axis: int, types: Sequence[TileType]) -> list[np.ndarray]:
         return [convert(r, float32) for r in reference.smooth(x.handle, axis)]

@@ -18,6 +18,7 @@ from sage.language.elementwise import cast, constant, to_value
 from sage.language.values import Value, backend
 from sage.reference.matmul import max_contraction
 from sage.reference.memory import MAX_LEADING_DIMS
+from sage.reference.tiles import group_count
 
 Scalar = Value | int
 REDUCTIONS = ("sum", "max", "min", "absmax")
@@ -257,48 +258,86 @@ def iota(shape: tuple[int, int], axis: int) -> Value:
     return Value(result, backend().iota(axis, result))
 
 
-def broadcast(x: Value, shape: tuple[int, int]) -> Value:
-    """Tile ``x`` with size-1 dimensions repeated up to ``shape`` (``sage.broadcast``)."""
+def _group_count(groups: object, extent: int) -> int:
+    """Checks a ``groups`` bit mask against an axis of ``extent`` (the
+    dialect's rule) and returns the number of groups."""
+    groups = static_int(groups, "groups")
+    try:
+        return group_count(groups, extent)
+    except ValueError as e:
+        raise error(str(e)) from None
+
+
+def broadcast(x: Value, shape: tuple[int, int], groups: int | None = None) -> Value:
+    """Tile ``x`` with size-1 dimensions repeated up to ``shape`` (``sage.broadcast``).
+
+    With ``groups`` (a bit mask of index bits, as :func:`reduce`'s), the
+    dimension of ``x`` whose size is neither 1 nor the target's holds one
+    value per group: index ``i`` of the result reads ``x``'s index
+    ``pext(i, groups)``, the bits of ``i`` in ``groups`` packed.
+    """
     x = tile(x, "broadcast's operand")
     target = static_shape(shape)
-    for have, want in zip(x.shape, target):
-        if have not in (1, want):
-            raise error(f"cannot broadcast {x.shape} to {target}: only size-1 dimensions expand")
+    grouped = [d for d in range(2) if x.shape[d] not in (1, target[d])]
+    if groups is not None:
+        if len(grouped) != 1:
+            raise error(f"groups need one dimension of {x.shape} whose size is neither 1 "
+                        f"nor the target's {target}")
+        count = _group_count(groups, target[grouped[0]])
+        if x.shape[grouped[0]] != count:
+            raise error(f"groups {groups} take {count} entries along dimension "
+                        f"{grouped[0]}, got {x.shape[grouped[0]]}")
+    elif grouped:
+        raise error(f"cannot broadcast {x.shape} to {target}: only size-1 dimensions expand")
     if x.shape == target:
         return x
     result = TileType(target, x.dtype)
-    return Value(result, backend().broadcast(x, result))
+    return Value(result, backend().broadcast(x, result, groups))
 
 
-def reduce(x: Value, kind: str, axis: int) -> Value:
-    """``kind`` (sum, max, min, absmax) of tile ``x`` along ``axis``, kept with size 1."""
+def reduce(x: Value, kind: str, axis: int, groups: int | None = None) -> Value:
+    """``kind`` (sum, max, min, absmax) of tile ``x`` along ``axis``, kept with size 1.
+
+    With ``groups`` (a bit mask of index bits along ``axis``, a power of two
+    extent; some but not all of its bits), indices that agree on those bits
+    form a group and the result keeps one value per group along the axis,
+    group ``g`` at ``pext(i, groups)`` (the bits of ``i`` in ``groups``,
+    packed). ``groups=0b110`` over 128 columns makes 4 groups of the columns
+    with equal ``(c // 2) % 4``: those one thread of a lane quad holds in a
+    tensor-core accumulator, so the reduction stays in that thread.
+    """
     x = tile(x, "the reduced value")
     if kind not in REDUCTIONS:
         raise error(f"unknown reduction {kind!r}; expected one of {', '.join(REDUCTIONS)}")
     axis = _axis(axis)
-    shape = (1, x.shape[1]) if axis == 0 else (x.shape[0], 1)
+    kept = 1 if groups is None else _group_count(groups, x.shape[axis])
+    shape = (kept, x.shape[1]) if axis == 0 else (x.shape[0], kept)
     result = TileType(shape, x.dtype)
-    return Value(result, backend().reduce(kind, x, axis, result))
+    return Value(result, backend().reduce(kind, x, axis, result, groups))
 
 
-def sum(x: Value, axis: int) -> Value:  # noqa: A001  (sl.sum, as numpy's)
-    """Sum along ``axis`` (16-bit floats accumulate in f32), keeping the axis."""
-    return reduce(x, "sum", axis)
+def sum(x: Value, axis: int, groups: int | None = None) -> Value:  # noqa: A001  (sl.sum, as numpy's)
+    """Sum along ``axis`` (16-bit floats accumulate in f32), keeping the axis
+    (per group with ``groups``, as :func:`reduce`)."""
+    return reduce(x, "sum", axis, groups)
 
 
-def max(x: Value, axis: int) -> Value:  # noqa: A001
-    """Maximum along ``axis``, keeping the axis."""
-    return reduce(x, "max", axis)
+def max(x: Value, axis: int, groups: int | None = None) -> Value:  # noqa: A001
+    """Maximum along ``axis``, keeping the axis (per group with ``groups``,
+    as :func:`reduce`)."""
+    return reduce(x, "max", axis, groups)
 
 
-def min(x: Value, axis: int) -> Value:  # noqa: A001
-    """Minimum along ``axis``, keeping the axis."""
-    return reduce(x, "min", axis)
+def min(x: Value, axis: int, groups: int | None = None) -> Value:  # noqa: A001
+    """Minimum along ``axis``, keeping the axis (per group with ``groups``,
+    as :func:`reduce`)."""
+    return reduce(x, "min", axis, groups)
 
 
-def absmax(x: Value, axis: int) -> Value:
-    """Maximum of ``|x|`` along ``axis``, keeping the axis."""
-    return reduce(x, "absmax", axis)
+def absmax(x: Value, axis: int, groups: int | None = None) -> Value:
+    """Maximum of ``|x|`` along ``axis``, keeping the axis (per group with
+    ``groups``, as :func:`reduce`)."""
+    return reduce(x, "absmax", axis, groups)
 
 
 def smooth(x: Value, axis: int = 0) -> tuple[Value, Value]:

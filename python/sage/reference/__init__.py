@@ -26,12 +26,14 @@ from sage.reference.sigma16 import sigma16_slot, sigma16_token
 from sage.reference.quant import (GRANULARITIES, INT8_MAX, ROUNDINGS, UINT8_MAX, absmax_scales,
                                   dequantize, quantize, round_to_integer, scale_shape)
 from sage.reference.softmax import softmax_update
-from sage.reference.tiles import REDUCTIONS, broadcast, iota, reduce, smooth, to_bf16
+from sage.reference.tiles import (REDUCTIONS, broadcast, group_count, group_index, iota, reduce,
+                                  smooth, to_bf16)
 
 __all__ = [
     "GRANULARITIES", "INT8_MAX", "MAX_INT8_CONTRACTION", "MAX_UINT8_CONTRACTION",
     "REDUCTIONS", "ROUNDINGS", "UINT8_MAX",
-    "absmax_scales", "broadcast", "dequantize", "int8_dot", "iota", "load", "matmul", "qmatmul",
+    "absmax_scales", "broadcast", "dequantize", "group_count", "group_index", "int8_dot", "iota",
+    "load", "matmul", "qmatmul",
     "quantize", "reduce", "round_to_integer", "scale_shape", "sigma16_slot",
     "sigma16_token", "smooth",
     "softmax_update", "store", "to_bf16",

@@ -34,7 +34,7 @@ import numpy as np
 
 from sage.reference.matmul import int8_dot
 from sage.reference.quant import INT8_MAX, UINT8_MAX, absmax_scales, quantize
-from sage.reference.tiles import to_bf16
+from sage.reference.tiles import group_index, to_bf16
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -51,6 +51,16 @@ SCALES = ("fine", "block")
 #: 2^UNIT_RANGE (no f32 overflow), while the P~ values the floor drops are
 #: below 2^-UNIT_RANGE of the row sum (docs/sagebwd.md, "Units").
 UNIT_RANGE = 64.0
+
+
+#: K's scale groups with fine scales: within each pre-pass block of
+#: ``block_n`` keys, the keys whose indices agree on these bits (a mask,
+#: ``sage.reduce``'s ``groups``) share one scale, the absmax of the group
+#: over 127. 0b110 puts key c in group (c // 2) % 4: the keys one thread of
+#: a lane quad holds in a tensor-core accumulator (columns 2 * (lane % 4) +
+#: {0, 1} + 8 j), so the forward applies K's scale once per row and group
+#: instead of once per element (docs/sagebwd.md, "Scale granularity").
+K_SCALE_GROUPS = 0b110
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,8 @@ class SageBwdConfig:
     #: P~'s granule and may differ from the backward's.
     forward_block_n: int | None = None
     out_dtype: str = "float16"
-    #: "fine" (default): Q, K per token, P per key column, dO per channel, dS
+    #: "fine" (default): Q per token, K per group of 16 keys
+    #: (:data:`K_SCALE_GROUPS`), P per key column, dO per channel, dS
     #: per query row for dQ and per key column for dK; "block": one scale per
     #: tile for every operand, as the papers write it.
     scales: str = "fine"
@@ -241,6 +252,22 @@ def k_mean(k: np.ndarray, block_n: int) -> np.ndarray:
     return (total / np.float32(n)).astype(np.float32)
 
 
+def key_group_quantize(ks: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """INT8 of one pre-pass block of smoothed keys (rows), K's scales per
+    :data:`K_SCALE_GROUPS` group: the group's absmax / 127 in f32 (0 below
+    the smallest normal), each token quantized with its group's scale,
+    unclamped (``|K| <= 127 * scale``). Returns the INT8 rows and the
+    per-token scales (each its group's), an (n, 1) float32 column. A
+    block's missing tail rows would be 0, and 0 leaves an absmax as it is."""
+    peaks = np.abs(ks).max(axis=1).astype(np.float32)
+    group = group_index(K_SCALE_GROUPS, block_n)[:ks.shape[0]]
+    for g in np.unique(group):
+        peaks[group == g] = peaks[group == g].max()
+    scale = absmax_scales(peaks[:, None], "per_token")
+    k_q, _ = quantize(ks, "per_token", scale=scale, saturate=False)
+    return k_q, scale
+
+
 def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> QuantizedInputs:
     """K mean, smoothing, ``c``-scaling of Q and per-block INT8 of Q, K, V."""
     batch, heads, n, d = q.shape
@@ -273,7 +300,7 @@ def prepass(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig) -> 
             for j, start, stop in blocks(n_kv, cfg.block_n):
                 ks = (k[b, h, start:stop].astype(np.float32) - mean[b, h]).astype(np.float32)
                 if cfg.fine:
-                    k_q[b, h, start:stop], scale = _quantize(ks, "per_token")
+                    k_q[b, h, start:stop], scale = key_group_quantize(ks, cfg.block_n)
                     k_scale[b, h, start:stop] = scale[:, 0]
                 else:
                     k_q[b, h, start:stop], k_scale[b, h, j] = _quantize_block(ks)

@@ -68,10 +68,45 @@ def smooth(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x64 - mean, mean
 
 
-def reduce(x: np.ndarray, kind: str, axis: int) -> np.ndarray:
+def group_count(groups: int, extent: int) -> int:
+    """The number of groups (``2**popcount(groups)``) that the bit mask
+    ``groups`` makes of ``extent`` indices (``sage.reduce``'s and
+    ``sage.broadcast``'s ``groups``): indices that agree on the bits of
+    ``groups`` are one group.
+
+    Raises:
+        ValueError: ``extent`` is not a power of two of at least 2, or
+            ``groups`` is not some, but not all, of its index bits.
+    """
+    if extent < 2 or extent & (extent - 1):
+        raise ValueError(f"groups need a power-of-two extent of at least 2, got {extent}")
+    if not 0 < groups < extent - 1:
+        raise ValueError(f"groups {groups} must be some, not all, of the index bits "
+                         f"below {extent}")
+    return 1 << bin(groups).count("1")
+
+
+def group_index(groups: int, extent: int) -> np.ndarray:
+    """The group of each of ``extent`` indices: ``pext(i, groups)``, the bits
+    of ``i`` in ``groups`` packed from bit 0 up (int64)."""
+    group_count(groups, extent)
+    index = np.arange(extent, dtype=np.int64)
+    out = np.zeros(extent, np.int64)
+    at = 0
+    for bit in range(extent.bit_length()):
+        if groups >> bit & 1:
+            out |= ((index >> bit) & 1) << at
+            at += 1
+    return out
+
+
+def reduce(x: np.ndarray, kind: str, axis: int, groups: int | None = None) -> np.ndarray:
     """``sage.reduce``: ``kind`` in ``("sum", "max", "min", "absmax")`` along ``axis``.
 
-    The reduced axis is kept with size 1. ``max``/``min``/``absmax`` are
+    The reduced axis is kept with size 1, or with ``groups`` (a bit mask,
+    :func:`group_count`) reduced per group: the result keeps one entry per
+    group along the axis, group ``g`` at ``g = pext(i, groups)``
+    (:func:`group_index`). ``max``/``min``/``absmax`` are
     exact and keep the float dtype (a NaN in the set gives NaN). Float sums
     are accumulated and returned in float64 (the dialect accumulates 16-bit
     sums in f32, in an unspecified order: compare with a tolerance). Integer
@@ -80,6 +115,11 @@ def reduce(x: np.ndarray, kind: str, axis: int) -> np.ndarray:
     """
     require_tile(x, "x")
     axis = require_axis(axis)
+    if groups is not None:
+        index = group_index(groups, x.shape[axis])
+        parts = [reduce(np.compress(index == g, x, axis=axis), kind, axis)
+                 for g in range(group_count(groups, x.shape[axis]))]
+        return np.concatenate(parts, axis=axis)
     integer = np.issubdtype(x.dtype, np.integer)
     if kind == "sum":
         return np.sum(x, axis=axis, keepdims=True, dtype=np.int64 if integer else np.float64)
@@ -93,14 +133,27 @@ def reduce(x: np.ndarray, kind: str, axis: int) -> np.ndarray:
     raise ValueError(f"unknown reduction {kind!r}; expected one of {REDUCTIONS}")
 
 
-def broadcast(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+def broadcast(x: np.ndarray, shape: Sequence[int], groups: int | None = None) -> np.ndarray:
     """``sage.broadcast``: repeats size-1 dimensions of ``x`` up to ``shape``.
 
     Every other dimension must already equal the target's (ValueError
-    otherwise). Returns a new array of ``x``'s dtype.
+    otherwise), but with ``groups`` (a bit mask, :func:`group_count`) the
+    one dimension whose extent is neither 1 nor the target's: there index
+    ``i`` of the result reads ``x``'s index ``pext(i, groups)`` (the inverse
+    of :func:`reduce`'s groups). Returns a new array of ``x``'s dtype.
     """
     require_tile(x, "x")
     target = require_pair(shape, "shape")
+    if groups is not None:
+        dims = [d for d in range(2) if x.shape[d] not in (1, target[d])]
+        if len(dims) != 1:
+            raise ValueError(f"groups need one dimension of {x.shape} whose size is neither "
+                             f"1 nor the target's {target}")
+        dim = dims[0]
+        if x.shape[dim] != group_count(groups, target[dim]):
+            raise ValueError(f"groups {groups} take {group_count(groups, target[dim])} "
+                             f"entries along dimension {dim}, got {x.shape[dim]}")
+        x = np.take(x, group_index(groups, target[dim]), axis=dim)
     for have, want in zip(x.shape, target):
         if have != want and have != 1:
             raise ValueError(f"cannot broadcast {x.shape} to {target}: "

@@ -102,6 +102,51 @@ def test_quant_matmul_example_matches_the_interpreter(monkeypatch, record):
     assert difference <= 1e-4 * cpu[2].abs().max().item()
 
 
+def column_groups(a, b, s, out, ROWS: sl.constexpr, COLS: sl.constexpr,
+                  GROUPS: sl.constexpr, MATMUL: sl.constexpr):
+    """out = t * broadcast(max of t per column group * s) and, below it, the
+    row-group sums of t; t = a b^T from the tensor cores (MATMUL: int8
+    operands, the SageBwd forward's K-group pattern on an accumulator) or
+    a's tile itself (a blocked layout)."""
+    if MATMUL:
+        t = sl.qmatmul(sl.load(a, (ROWS, 64), (0, 0), (64, 1), (ROWS, 64)),
+                       sl.full((1, 1), 1.0, sl.float32),
+                       sl.load(b, (COLS, 64), (0, 0), (64, 1), (COLS, 64)),
+                       sl.full((1, 1), 1.0, sl.float32), contract=(1, 1))
+    else:
+        t = sl.load(a, (ROWS, COLS), (0, 0), (COLS, 1), (ROWS, COLS))
+    count = 1 << bin(GROUPS).count("1")
+    scale = sl.load(s, (1, count), (0, 0), (count, 1), (1, count))
+    g = sl.max(t, 1, groups=GROUPS) * scale
+    sl.store(out, t * sl.broadcast(g, (ROWS, COLS), groups=GROUPS), (0, 0), (COLS, 1),
+             (ROWS, COLS))
+    sl.store(out, sl.sum(t, 0, groups=0b110), (ROWS, 0), (COLS, 1), (ROWS + 4, COLS))
+
+
+@pytest.mark.parametrize("rows,cols,groups,matmul", [(64, 128, 0b1000110, True),
+                                                     (64, 64, 0b110, True),
+                                                     (64, 32, 0b100, False)])
+def test_grouped_reductions_match_the_interpreter(monkeypatch, rows, cols, groups, matmul):
+    kernel = sage.jit(column_groups)
+    count = 1 << bin(groups).count("1")
+
+    def make(device):
+        gen = torch.Generator().manual_seed(rows + cols)
+        if matmul:
+            a = torch.randint(-127, 128, (rows, 64), generator=gen, dtype=torch.int8)
+            b = torch.randint(-127, 128, (cols, 64), generator=gen, dtype=torch.int8)
+        else:
+            a, b = torch.randn(rows, cols, generator=gen), torch.zeros(1)
+        s = torch.rand(1, count, generator=gen)
+        return [t.to(device) for t in (a, b, s, torch.zeros(rows + 4, cols))]
+    gpu, cpu = run_both(kernel, (1,), make, monkeypatch, ROWS=rows, COLS=cols, GROUPS=groups,
+                        MATMUL=matmul)
+    got, want = gpu[3].cpu(), cpu[3]
+    assert torch.equal(got[:rows], want[:rows])
+    # The sums' order differs (f32): close, not equal.
+    torch.testing.assert_close(got[rows:], want[rows:], rtol=1e-5, atol=1e-3)
+
+
 def test_launch_on_the_current_stream():
     kernel = sage.jit(scale)
     n = 1 << 20

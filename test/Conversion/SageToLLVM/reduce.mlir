@@ -37,6 +37,43 @@ func.func @columns(%x: tensor<16x32xf32>) -> tensor<1x32xf32> {
   return %r : tensor<1x32xf32>
 }
 
+// Grouped (groups 4: columns agreeing on bit 2 form a group): the slots a
+// thread holds combine, and only the lanes that spread the reduced column
+// bits 3 and 4 shuffle (lane bit 0 spreads the kept bit 2: no offset 1).
+// The grouped broadcast back reads the thread's own partial.
+// CHECK-LABEL: func.func @groups
+// CHECK-SAME: (%[[X0:[^:]*]]: f32, %{{[^:]*}}: f32, %{{[^:]*}}: f32, %[[X3:[^:]*]]: f32)
+// CHECK-NOT: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c1_i32
+// CHECK: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c2_i32, %c31_i32 : f32 -> f32
+// CHECK: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c4_i32, %c31_i32 : f32 -> f32
+// CHECK: %[[G:.*]] = arith.maximumf
+// CHECK-NOT: nvvm.shfl.sync
+// CHECK: arith.mulf %[[X0]], %[[G]] : f32
+// CHECK: arith.mulf %[[X3]], %[[G]] : f32
+func.func @groups(%x: tensor<16x32xf32>) -> tensor<16x32xf32> {
+  %r = sage.reduce max %x axis 1 groups 4 : tensor<16x32xf32> -> tensor<16x2xf32>
+  %b = sage.broadcast %r groups 4 : tensor<16x2xf32> -> tensor<16x32xf32>
+  %m = arith.mulf %x, %b : tensor<16x32xf32>
+  return %m : tensor<16x32xf32>
+}
+
+// Grouped along rows (groups 6 keeps row bits 1 and 2): registers combine
+// rows 16 and 32 apart, lanes 8 apart (row bit 0), and warp bit 1 (row bit
+// 3) through shared memory, indexed by the result's row-major position
+// (warp ids up to 2 x 128 floats); lane bit 4 and warp bit 0 hold kept bits.
+// CHECK-LABEL: func.func @row_groups
+// CHECK-SAME: sage.shared_memory = 1536 : i64
+// CHECK-NOT: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c16_i32
+// CHECK: nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c8_i32
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
+// CHECK: return
+func.func @row_groups(%x: tensor<64x32xf32>) -> tensor<4x32xf32> {
+  %r = sage.reduce sum %x axis 0 groups 6 : tensor<64x32xf32> -> tensor<4x32xf32>
+  return %r : tensor<4x32xf32>
+}
+
 // A dimension held whole by every thread needs no communication.
 // CHECK-LABEL: func.func @pairs
 // CHECK-NOT: nvvm.shfl.sync

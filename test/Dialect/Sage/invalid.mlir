@@ -789,3 +789,51 @@ func.func @ping_pong_alone(%n: i32) {
   } {sage.num_stages = 2 : i32, sage.ping_pong}
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'sage.reduce' op groups 7 must be some, not all, of the index bits below 8}}
+  %0 = sage.reduce max %x axis 1 groups 7 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'sage.reduce' op groups 8 must be some, not all, of the index bits below 8}}
+  %0 = sage.reduce max %x axis 1 groups 8 : tensor<4x8xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'sage.reduce' op groups need a power-of-two extent of at least 2, got 6}}
+  %0 = sage.reduce max %x axis 1 groups 2 : tensor<4x6xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'sage.reduce' op result shape must be 4x4 (one entry per group along the axis), got 4x2}}
+  %0 = sage.reduce max %x axis 1 groups 6 : tensor<4x8xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'sage.broadcast' op groups need a dimension whose size is neither 1 nor the result's}}
+  %0 = sage.broadcast %x groups 2 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{'sage.broadcast' op groups 2 take 2 entries along dimension 1, got 4}}
+  %0 = sage.broadcast %x groups 2 : tensor<4x4xf32> -> tensor<4x8xf32>
+  return
+}

@@ -51,6 +51,10 @@ func.func @tiles(%x: tensor<64x32xf32>, %s: f32) {
   %5 = sage.reduce min %x axis 1 : tensor<64x32xf32> -> tensor<64x1xf32>
   // CHECK: sage.reduce absmax
   %6 = sage.reduce absmax %x axis 1 : tensor<64x32xf32> -> tensor<64x1xf32>
+  // CHECK: sage.reduce max %{{.*}} axis 1 groups 6 : tensor<64x32xf32> -> tensor<64x4xf32>
+  %7 = sage.reduce max %x axis 1 groups 6 : tensor<64x32xf32> -> tensor<64x4xf32>
+  // CHECK: sage.broadcast %{{.*}} groups 6 : tensor<64x4xf32> -> tensor<64x32xf32>
+  %8 = sage.broadcast %7 groups 6 : tensor<64x4xf32> -> tensor<64x32xf32>
   return
 }
 

@@ -177,3 +177,29 @@ func.func @transposed_short(%src: !sage.ptr<i8>, %dst: !sage.ptr<i8>, %n: i64) {
   sage.store %t, %dst[%c0, %c0] strides [%c1, %n] bounds [%n, %n] : tensor<8x64xi8>, !sage.ptr<i8>
   return
 }
+
+// -----
+
+// Grouped statistics (one value per row and column group) take the grouped
+// slice of the accumulator; a 1xG scale broadcast onto them takes its slice,
+// and the grouped broadcast back reads the grouped slice: no conversion.
+// CHECK-DAG: #[[$W:.*]] = #sagegpu.mma<wgmma, warps = [4, 1], n = 128>
+// CHECK-DAG: #[[$G:.*]] = #sagegpu.slice<dim = 1, parent = #[[$W]], groups = 6, extent = 128>
+// CHECK-DAG: #[[$GS:.*]] = #sagegpu.slice<dim = 0, parent = #[[$G]]>
+// CHECK-LABEL: func.func @column_groups
+// CHECK-NOT: sagegpu.convert_layout
+// CHECK: sage.reduce max %{{.*}} axis 1 groups 6 : tensor<64x128xf32, #[[$W]]> -> tensor<64x4xf32, #[[$G]]>
+// CHECK: sage.broadcast %{{.*}} : tensor<1x4xf32, #[[$GS]]> -> tensor<64x4xf32, #[[$G]]>
+// CHECK: sage.broadcast %{{.*}} groups 6 : tensor<64x4xf32, #[[$G]]> -> tensor<64x128xf32, #[[$W]]>
+// CHECK-NOT: sagegpu.convert_layout
+module attributes {sage.num_warps = 4 : i32} {
+func.func @column_groups(%a: tensor<64x64xi8>, %b: tensor<128x64xi8>, %s: tensor<1x1xf32>, %k: tensor<1x4xf32>) -> tensor<64x128xf32> {
+  %x = sage.qmatmul %a[%s], %b[%s] contract(1, 1) using wgmma : tensor<64x64xi8>, tensor<1x1xf32>, tensor<128x64xi8>, tensor<1x1xf32> -> tensor<64x128xf32>
+  %m = sage.reduce max %x axis 1 groups 6 : tensor<64x128xf32> -> tensor<64x4xf32>
+  %kb = sage.broadcast %k : tensor<1x4xf32> -> tensor<64x4xf32>
+  %r = arith.mulf %m, %kb : tensor<64x4xf32>
+  %e = sage.broadcast %r groups 6 : tensor<64x4xf32> -> tensor<64x128xf32>
+  %y = arith.mulf %x, %e : tensor<64x128xf32>
+  return %y : tensor<64x128xf32>
+}
+}

@@ -67,6 +67,21 @@ func.func @f(%a: tensor<64x64xf32, #sagegpu.slice<dim = 1, parent = #sagegpu.mma
 
 // -----
 
+// expected-error @+1 {{a slice along dimension 1 describes tiles of extent 4 there, got 8}}
+func.func @f(%a: tensor<64x8xf32, #sagegpu.slice<dim = 1, parent = #sagegpu.mma<mma_sync, warps = [4, 1]>, groups = 6, extent = 64>>) { return }
+
+// -----
+
+// expected-error @+1 {{groups 6 must be bits of the parent's extent along the sliced dimension, a power of two, got extent 6}}
+func.func @f(%a: tensor<64x4xf32, #sagegpu.slice<dim = 1, parent = #sagegpu.mma<mma_sync, warps = [4, 1]>, groups = 6, extent = 6>>) { return }
+
+// -----
+
+// expected-error @+1 {{a slice without groups takes no extent}}
+func.func @f(%a: tensor<64x1xf32, #sagegpu.slice<dim = 1, parent = #sagegpu.mma<mma_sync, warps = [4, 1]>, groups = 0, extent = 64>>) { return }
+
+// -----
+
 // expected-error @+1 {{tiles with a layout encoding need power-of-two extents, got 48}}
 func.func @f(%a: tensor<48x64xf32, #sagegpu.mma<mma_sync, warps = [4, 1]>>) { return }
 

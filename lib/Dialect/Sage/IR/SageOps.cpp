@@ -11,6 +11,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -201,17 +203,58 @@ LogicalResult IotaOp::verify() {
   return verifyAxis(*this, getAxis(), kTileRank);
 }
 
+/// Checks a `groups` mask of index bits along a dimension of `extent`: a
+/// power of two, the mask below it, nonzero and not all of its bits.
+static LogicalResult verifyGroups(Operation *op, uint32_t groups,
+                                  int64_t extent) {
+  if (!llvm::isPowerOf2_64(extent) || extent < 2)
+    return op->emitOpError()
+           << "groups need a power-of-two extent of at least 2, got " << extent;
+  if (groups >= extent || groups == extent - 1)
+    return op->emitOpError()
+           << "groups " << groups << " must be some, not all, of the index "
+           << "bits below " << extent;
+  return success();
+}
+
+std::optional<unsigned> BroadcastOp::getGroupedDim() {
+  if (!getGroups())
+    return std::nullopt;
+  ArrayRef<int64_t> from = getSource().getType().getShape();
+  ArrayRef<int64_t> to = getResult().getType().getShape();
+  for (unsigned d = 0; d < 2; ++d)
+    if (from[d] != 1 && from[d] != to[d])
+      return d;
+  return std::nullopt;
+}
+
 LogicalResult BroadcastOp::verify() {
   auto src = cast<RankedTensorType>(getSource().getType());
   auto dst = cast<RankedTensorType>(getResult().getType());
   if (src.getElementType() != dst.getElementType())
     return emitOpError() << "element type changes from " << src.getElementType()
                          << " to " << dst.getElementType();
-  for (auto [i, s, d] : llvm::enumerate(src.getShape(), dst.getShape()))
+  std::optional<unsigned> grouped = getGroupedDim();
+  if (getGroups() && !grouped)
+    return emitOpError() << "groups need a dimension whose size is neither 1 "
+                            "nor the result's";
+  for (auto [i, s, d] : llvm::enumerate(src.getShape(), dst.getShape())) {
+    if (grouped && i == *grouped) {
+      uint32_t groups = *getGroups();
+      if (failed(verifyGroups(*this, groups, d)))
+        return failure();
+      int64_t want = int64_t(1) << llvm::popcount(groups);
+      if (s != want)
+        return emitOpError()
+               << "groups " << groups << " take " << want
+               << " entries along dimension " << i << ", got " << s;
+      continue;
+    }
     if (s != d && s != 1)
       return emitOpError() << "dimension " << i << " of size " << s
                            << " cannot broadcast to " << d
                            << " (only size-1 dimensions expand)";
+  }
   return success();
 }
 
@@ -226,6 +269,16 @@ LogicalResult ReduceOp::verify() {
     return emitOpError() << "result element type " << out.getElementType()
                          << " differs from input " << in.getElementType();
   SmallVector<int64_t> expected = keepDimShape(in.getShape(), getAxis());
+  if (std::optional<uint32_t> groups = getGroups()) {
+    if (failed(verifyGroups(*this, *groups, in.getDimSize(getAxis()))))
+      return failure();
+    expected[getAxis()] = int64_t(1) << llvm::popcount(*groups);
+    if (out.getShape() != ArrayRef<int64_t>(expected))
+      return emitOpError() << "result shape must be " << shapeStr(expected)
+                           << " (one entry per group along the axis), got "
+                           << shapeStr(out.getShape());
+    return success();
+  }
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result shape must be " << shapeStr(expected)
                          << " (reduced axis kept with size 1), got "
@@ -443,14 +496,23 @@ void BroadcastOp::getSlicedTiles(SmallVectorImpl<SliceRelation> &sliced) {
   ArrayRef<int64_t> from = getSource().getType().getShape();
   ArrayRef<int64_t> to = getResult().getType().getShape();
   // An Mx1 or 1xN source is a slice of the result; a 1x1 source holds one
-  // value that any layout replicates, so it is left free.
+  // value that any layout replicates, so it is left free. A grouped source
+  // is the grouped slice of the result along its grouped dimension (its
+  // other dimension, if it expands, expands within the grouped slice's
+  // layout: the lowering re-indexes registers the same way).
+  if (std::optional<unsigned> d = getGroupedDim()) {
+    if (from[1 - *d] == to[1 - *d])
+      sliced.push_back({getSource(), getResult(), *d, *getGroups()});
+    return;
+  }
   for (unsigned d = 0; d < 2; ++d)
     if (from[d] == 1 && to[d] != 1 && from[1 - d] != 1)
       sliced.push_back({getSource(), getResult(), d});
 }
 
 void ReduceOp::getSlicedTiles(SmallVectorImpl<SliceRelation> &sliced) {
-  sliced.push_back({getResult(), getInput(), getAxis()});
+  sliced.push_back(
+      {getResult(), getInput(), getAxis(), getGroups().value_or(0)});
 }
 
 void QMatmulOp::getTiedTiles(SmallVectorImpl<std::pair<Value, Value>> &tied) {

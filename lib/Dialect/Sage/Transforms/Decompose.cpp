@@ -65,7 +65,7 @@ public:
     shape[axis] = 1;
     return ReduceOp::create(rw, loc,
                             RankedTensorType::get(shape, type.getElementType()),
-                            kind, tile, axis);
+                            kind, tile, axis, /*groups=*/nullptr);
   }
 
   Value add(Value a, Value b) { return arith::AddFOp::create(rw, loc, a, b); }

@@ -12,6 +12,8 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::sagegpu;
@@ -108,12 +110,19 @@ unsigned BlockedEncodingAttr::getNumWarps() const {
 
 LogicalResult
 SliceEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                          unsigned dim,
-                          DistributedEncodingAttrInterface parent) {
+                          unsigned dim, DistributedEncodingAttrInterface parent,
+                          unsigned groups, unsigned extent) {
   if (dim > 1)
     return emitError() << "slice dimension must be 0 or 1, got " << dim;
   if (!parent)
     return emitError() << "slice needs a distributed parent encoding";
+  if (groups == 0 && extent != 0)
+    return emitError() << "a slice without groups takes no extent";
+  if (groups != 0 && (!llvm::isPowerOf2_32(extent) || groups >= extent))
+    return emitError() << "groups " << groups
+                       << " must be bits of the parent's extent along the "
+                          "sliced dimension, a power of two, got extent "
+                       << extent;
   return success();
 }
 
@@ -122,7 +131,13 @@ SliceEncodingAttr::toLinearLayout(ArrayRef<int64_t> shape) const {
   // The parent fitted to the slice's own shape wraps the removed dimension
   // to one element: the lanes and warps spreading it become copies and its
   // register repeats vanish, exactly as when slicing a wider parent tile.
-  return layout::slice(getParent().toLinearLayout(shape), getDim());
+  // Grouped, the parent is laid out at its own extent and its indices along
+  // `dim` projected onto the kept bits.
+  SmallVector<int64_t> parentShape(shape);
+  if (getGroups() != 0)
+    parentShape[getDim()] = getExtent();
+  return layout::slice(getParent().toLinearLayout(parentShape), getDim(),
+                       getGroups());
 }
 
 LogicalResult SliceEncodingAttr::verifyEncoding(
@@ -130,10 +145,11 @@ LogicalResult SliceEncodingAttr::verifyEncoding(
     function_ref<InFlightDiagnostic()> emitError) const {
   if (failed(verifyTileShape(shape, emitError)))
     return failure();
-  if (shape[getDim()] != 1)
+  int64_t want = int64_t(1) << llvm::popcount(getGroups());
+  if (shape[getDim()] != want)
     return emitError() << "a slice along dimension " << getDim()
-                       << " describes tiles of extent 1 there, got "
-                       << shape[getDim()];
+                       << " describes tiles of extent " << want
+                       << " there, got " << shape[getDim()];
   return success();
 }
 

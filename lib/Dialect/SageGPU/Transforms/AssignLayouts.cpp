@@ -66,6 +66,16 @@ Attribute transposingEncoding(sage::StoreOp store, unsigned numWarps) {
       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
 }
 
+/// The encoding `rel.slice` takes from `parent`, the encoding of
+/// `rel.parent`: its slice, or grouped slice, along `rel.dim`.
+Attribute sliceEncoding(const sage::SliceRelation &rel, Attribute parent) {
+  auto parentType = cast<RankedTensorType>(rel.parent.getType());
+  unsigned extent = rel.groups ? parentType.getDimSize(rel.dim) : 0;
+  return SliceEncodingAttr::get(parent.getContext(), rel.dim,
+                                cast<DistributedEncodingAttrInterface>(parent),
+                                rel.groups, extent);
+}
+
 /// The state of one run: groups, slice relations, chosen encodings.
 class LayoutInference {
 public:
@@ -160,8 +170,7 @@ void LayoutInference::resolve(ModuleOp module) {
       Attribute parent = encoding(rel.parent);
       if (!parent || encoding(rel.slice))
         continue;
-      encodingOf[leader(rel.slice)] = SliceEncodingAttr::get(
-          ctx, rel.dim, cast<DistributedEncodingAttrInterface>(parent));
+      encodingOf[leader(rel.slice)] = sliceEncoding(rel, parent);
       changed = true;
     }
     return changed;
@@ -273,14 +282,14 @@ void LayoutInference::rewrite(ModuleOp module) {
             convert(b, op->getLoc(), store.getValue(), want));
       return;
     }
-    // Reductions land in the slice of their input; broadcasts read the
-    // slice of their result.
+    // Reductions land in the (grouped) slice of their input; broadcasts
+    // read the (grouped) slice of their result.
     if (auto reduce = dyn_cast<sage::ReduceOp>(op)) {
       auto in = cast<RankedTensorType>(reduce.getInput().getType());
       auto out = reduce.getResult().getType();
-      Attribute want = SliceEncodingAttr::get(
-          ctx, reduce.getAxis(),
-          cast<DistributedEncodingAttrInterface>(in.getEncoding()));
+      SmallVector<sage::SliceRelation> rels;
+      reduce.getSlicedTiles(rels);
+      Attribute want = sliceEncoding(rels.front(), in.getEncoding());
       if (sameLayout(want, out.getEncoding(), out.getShape()))
         return;
       Attribute group = out.getEncoding();
@@ -296,9 +305,7 @@ void LayoutInference::rewrite(ModuleOp module) {
       for (const sage::SliceRelation &rel : rels) {
         auto src = cast<RankedTensorType>(rel.slice.getType());
         auto dst = cast<RankedTensorType>(rel.parent.getType());
-        Attribute want = SliceEncodingAttr::get(
-            ctx, rel.dim,
-            cast<DistributedEncodingAttrInterface>(dst.getEncoding()));
+        Attribute want = sliceEncoding(rel, dst.getEncoding());
         if (!sameLayout(want, src.getEncoding(), src.getShape()))
           bcast.getSourceMutable().assign(
               convert(b, op->getLoc(), rel.slice, want));

@@ -735,7 +735,7 @@ Value sliceScale(OpBuilder &b, Location loc, Value scale,
   shape[dim] = 1;
   auto sliced = RankedTensorType::get(
       shape, b.getF32Type(),
-      SliceEncodingAttr::get(b.getContext(), dim, parent));
+      SliceEncodingAttr::get(b.getContext(), dim, parent, 0, 0));
   if (isSingle(scale))
     return BroadcastOp::create(b, loc, sliced, scale);
   if (Value shared = read(scale, sliced))

@@ -23,6 +23,8 @@ tensors do not overflow i32.
 from __future__ import annotations
 
 import sage.language as sl
+from sage.reference.sagebwd import K_SCALE_GROUPS
+from sage.reference.tiles import group_count
 # The strided-view helpers are the attention kernels' common ones; the SageBwd
 # kernels import them from here with the rest.
 from sage.kernels.strided import (head_base, kv_head_of, load_strided_rows,  # noqa: F401
@@ -164,6 +166,58 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     else:
         store_transposed_rows(q_ptr, x_q, bh, row, rows, transposed_stride, D)
     return x_q, scale
+
+
+def key_group_count(BLOCK: int) -> int:
+    """K's scale groups per block of BLOCK keys (:data:`K_SCALE_GROUPS`)."""
+    return group_count(K_SCALE_GROUPS, BLOCK)
+
+
+def quantize_key_groups(k, k_q, k_scale, k_group_scale, bh, block, row, rows, nblocks,
+                        D: int) -> None:
+    """The pre-pass's fine quantization of K: INT8 of the ``BLOCK x D`` tile
+    ``k`` (smoothed keys, rows past ``rows`` already 0) with one scale per
+    :data:`K_SCALE_GROUPS` group (the group's absmax / 127, 0 below the
+    smallest normal f32), stored with the scales twice: per group, for the
+    forward (slice ``bh`` of a (X, nblocks * groups) array, block ``block``'s
+    groups in order), and per token, each its group's (slice ``bh`` of a
+    (X, rows padded to 16) array, 0 past ``rows``), for the backward."""
+    BLOCK = k.shape[0]
+    groups = key_group_count(BLOCK)
+    peaks = sl.max(sl.absmax(k, 1), 0, groups=K_SCALE_GROUPS)
+    scale = peaks / 127.0
+    scale = sl.where(scale < SMALLEST_NORMAL, 0.0, scale)
+    store_row_stat(k_group_scale, scale, bh, block * groups, nblocks * groups)
+    tokens = sl.broadcast(scale, (BLOCK, 1), groups=K_SCALE_GROUPS)
+    # |K| <= its group's absmax = 127 * scale: no clamp needed.
+    k_tile, _ = sl.quantize(k, sl.int8_per_token, scale=tokens, saturate=False)
+    store_row_stat(k_scale, sl.where(row_ids(row, BLOCK) < rows, tokens, 0.0), bh, row,
+                   padded_tokens(rows))
+    store_rows(k_q, k_tile, bh, row, rows, D)
+
+
+def load_key_group_scales(k_group_scale, bh, col, n_kv, BLOCK_N: int, KV_BLOCK: int):
+    """K's group scales (:func:`quantize_key_groups`, pre-pass blocks of
+    KV_BLOCK keys) of the BLOCK_N keys at ``col`` (a multiple of BLOCK_N) as
+    a ``1 x G`` row, in the order of :func:`key_groups`' groups (0 past the
+    last block)."""
+    per_block = key_group_count(KV_BLOCK)
+    count = per_block * max(1, BLOCK_N // KV_BLOCK)
+    nblocks = cdiv(n_kv, KV_BLOCK)
+    return sl.load(slice_of(k_group_scale, bh, nblocks * per_block, 1), (1, count),
+                   (0, (col // KV_BLOCK) * per_block), (0, 1), (1, nblocks * per_block))
+
+
+def key_groups(BLOCK_N: int, KV_BLOCK: int) -> int:
+    """The ``groups`` mask that splits a forward block of BLOCK_N keys into
+    K's scale groups (pre-pass blocks of KV_BLOCK keys): the group bits and,
+    where a forward block spans several pre-pass blocks, the bits that
+    choose the block. Group g of :func:`load_key_group_scales`' row is
+    ``pext(key, mask)``."""
+    if BLOCK_N < 8 or BLOCK_N & (BLOCK_N - 1) or KV_BLOCK & (KV_BLOCK - 1):
+        raise ValueError(f"K's scale groups need power-of-two blocks of at least 8 keys, "
+                         f"got {BLOCK_N} and {KV_BLOCK}")
+    return K_SCALE_GROUPS | ((BLOCK_N - 1) & ~(KV_BLOCK - 1))
 
 
 def load_scale(ptr, bh, block, row, rows, BLOCK: int, PER_TOKEN: bool, end=None):

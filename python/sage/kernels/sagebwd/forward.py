@@ -35,19 +35,22 @@ from __future__ import annotations
 from math import log2
 
 import sage.language as sl
-from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bias,
-                                         kv_head_of, load_block_scale, load_scale,
-                                         load_vector, padded_tokens, row_ids, smoothing_bias)
+from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bias, key_groups,
+                                         kv_head_of, load_block_scale, load_key_group_scales,
+                                         load_scale, load_vector, padded_tokens, row_ids,
+                                         smoothing_bias)
 from sage.kernels.sagebwd.prepass import quantize_q_block
 from sage.reference.sagebwd import UNIT_RANGE
 
 
-def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse, qk_scale,
+def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, o, lse,
+                    qk_scale,
                     N, N_KV, BATCH, H, H_KV, stride_qb, stride_qh, stride_qn,
                     stride_ob, stride_oh, stride_on, stride_vtd,
                     D: sl.constexpr,
                     BLOCK_M: sl.constexpr, BLOCK_N: sl.constexpr, CAUSAL: sl.constexpr,
                     SMOOTH_Q: sl.constexpr, FINE_SCALES: sl.constexpr = False,
+                    KV_BLOCK: sl.constexpr = 64,
                     GROUP: sl.constexpr = 1, STAGES: sl.constexpr = 2,
                     WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
                     TMA_STORE: sl.constexpr = False, SKEWED: sl.constexpr = True,
@@ -60,9 +63,16 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
     ``qk_scale`` = sm_scale * log2 e); k_q (B*Hkv, Nkv, D) i8 (K
     smoothed); v_qt (B*Hkv, D, stride_vtd) i8, V^ transposed
     (key-contiguous: K-major for the tensor cores), its tokens in sigma16
-    order; *_scale: one f32 per block (with FINE_SCALES Q
-    and K one per token, rows padded to 16 tokens, and V one per channel over
-    all its tokens: v_scale (B*Hkv, D)). P~ is quantized per token to [0,
+    order; *_scale: one f32 per block (with FINE_SCALES Q one per token,
+    rows padded to 16 tokens, K one per group of keys of the pre-pass's
+    blocks of KV_BLOCK, in k_group_scale (B*Hkv, ceil(Nkv/KV_BLOCK) * 4) and,
+    per token, in k_scale, and V one per channel over all its tokens: v_scale
+    (B*Hkv, D); :func:`~sage.kernels.sagebwd.common.quantize_key_groups`).
+    Without Q-smoothing, K's group scales are applied once per row and group:
+    the softmax takes the row max of T per group, then scales it, and each
+    exponent's FMA multiplies by the row's and group's product
+    (:data:`~sage.reference.sagebwd.K_SCALE_GROUPS`: a thread's columns of
+    the accumulator are one group). P~ is quantized per token to [0,
     127], or with FINE_SCALES to unsigned bytes in [0, 255]. o (B, H, N, D)
     with strides ``stride_o*``: f16, bf16 or f32 (the element type of the
     pointer); lse (B, H, N) f32 = log2 of the row's sum of 2^S (log2
@@ -73,6 +83,9 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
     is split in two, the first part mask-free.
     """
     blocks = cdiv(N, BLOCK_M)
+    # K's group scales go to the softmax (its per-token scales, each its
+    # group's, serve Q-smoothing's bias, which needs K dequantized).
+    K_GROUPS = key_groups(BLOCK_N, KV_BLOCK) if FINE_SCALES and not SMOOTH_Q else 0
 
     def tile(block, head, batch):
         """O and LSE of query block ``block`` of (``head``, ``batch``)."""
@@ -109,8 +122,11 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
         row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
 
         def scores(col, MASKED: bool):
-            """T of the key block at ``col`` (f32, in flight until used)."""
+            """T of the key block at ``col`` (f32, in flight until used): with
+            K_GROUPS, Q^ K^^T without K's scales (the softmax applies them)."""
             kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
+            if K_GROUPS:
+                return sl.qmatmul(qt, one, kt, one, contract=(1, 1))
             # The K scales' rows are padded to 16 tokens: whole pairs load as one
             # access. Every key of an unmasked block exists: there the view ends
             # with the block, so one bounds check serves the whole tile.
@@ -145,7 +161,18 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
                              float("-inf"))
             elif MASKED:
                 t = t + key_bias(col, N_KV, BLOCK_N)
-            block_max = sl.max(t, 1) * row_scale
+            if K_GROUPS:
+                # S = T * (row scale * group scale), both >= 0: the max of a
+                # group's T scaled is the scaled max. A product below the
+                # smallest normal is raised to it, so that a masked -inf stays
+                # -inf (0 * -inf would be NaN).
+                factor = sl.maximum(row_scale * load_key_group_scales(
+                    k_group_scale, kv, col, N_KV, BLOCK_N, KV_BLOCK), SMALLEST_NORMAL)
+                block_max = sl.max(sl.max(t, 1, groups=K_GROUPS) * factor, 1)
+                factor = sl.broadcast(factor, (BLOCK_M, BLOCK_N), groups=K_GROUPS)
+            else:
+                block_max = sl.max(t, 1) * row_scale
+                factor = row_scale
             new_m = sl.maximum(m, block_max)
             # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
             new_unit = sl.where(new_m == float("-inf"), 0.0,
@@ -156,7 +183,7 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, v_qt, v_scale, o, lse
             # takes unsigned bytes (Q = 255, twice the resolution;
             # docs/sagebwd.md), else the papers' [0, 127].
             scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
-            p = sl.exp2(sl.fma(t, row_scale, log2(scheme.qmax) - new_unit))
+            p = sl.exp2(sl.fma(t, factor, log2(scheme.qmax) - new_unit))
             # Rounded to f16 first: pairs of f16 round to bytes on the FMA
             # pipe (docs/sagebwd.md, "P~ through f16").
             p_q, _ = sl.quantize(p.to(sl.float16), scheme, scale=ones, saturate=False)

@@ -23,7 +23,7 @@ from sage.jit.specialize import kernel_params
 from sage.kernels.sagebwd.backward import sagebwd_backward
 from sage.kernels.sagebwd.backward_prepass import sagebwd_backward_prepass
 from sage.kernels.sagebwd.forward import sagebwd_forward
-from sage.kernels.sagebwd.common import cdiv, padded_tokens, scale_row_length
+from sage.kernels.sagebwd.common import cdiv, key_group_count, padded_tokens, scale_row_length
 from sage.kernels.sagebwd.prepass import kv_cluster, quantize_kv_kernel
 from sage.reference.sagebwd import qk_scale
 from sage.reference.sigma16 import sigma16_slot
@@ -261,7 +261,8 @@ FLAGS = {"quantize_kv_kernel": ("smooth_k", "fine_scales"),
 
 # The quantization granularities (``scales=``) are sage.reference.sagebwd.SCALES:
 # "block" is the papers' one scale per tile for every operand; "fine" (sage's
-# default) scales Q and K per token, P per key column, dO per channel and dS
+# default) scales Q per token, K per group of 16 keys, P per key column, dO per
+# channel and dS
 # per query row (dQ) and per key column (dK). docs/sagebwd.md says why.
 
 
@@ -270,7 +271,7 @@ def forward_constexprs(shape: Shape, tiles: Tiles, *, causal: bool, smooth_q: bo
     """The forward kernel's constexprs (its plan: :meth:`Tiles.forward_tiles`)."""
     plan = tiles.forward_tiles(fine_scales, smooth_q)
     return dict(D=shape.d, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, CAUSAL=causal,
-                SMOOTH_Q=smooth_q, FINE_SCALES=fine_scales,
+                SMOOTH_Q=smooth_q, FINE_SCALES=fine_scales, KV_BLOCK=tiles.block_n,
                 GROUP=shape.heads // shape.kv_heads, STAGES=plan.stages,
                 WARP_SPECIALIZE=plan.warp_specialize, PING_PONG=plan.ping_pong,
                 TMA_STORE=plan.tma_store, SKEWED=plan.skewed, PERSISTENT=plan.persistent)
@@ -404,8 +405,9 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
     0); with it the pre-pass writes every row (no fill launch). ``smooth_k``
     has no default: one that disagreed with the kernel's would leave k_mean
     unwritten and unfilled.
-    With ``fine_scales`` Q and K have one scale per token and V one per channel
-    over all its tokens."""
+    With ``fine_scales`` Q has one scale per token, K one per group of keys
+    (also stored per token, for the backward) and V one per channel over all
+    its tokens."""
     b, d = shape.batch, shape.d
     bh, bhkv = b * shape.heads, b * shape.kv_heads
     nq, nk = cdiv(shape.n, tiles.block_m), cdiv(shape.n_kv, tiles.block_n)
@@ -420,6 +422,10 @@ def forward_buffers(shape: Shape, tiles: Tiles, smooth_q: bool,
         "k_q": BufferSpec((bhkv, shape.n_kv, d), "int8"),
         "k_scale": BufferSpec((bhkv, scale_row_length(shape.n_kv, tiles.block_n,
                                                         fine_scales)), "float32"),
+        # With fine scales, K's scales once more, one per group (each block's
+        # groups in order; every entry written): what the forward reads.
+        "k_group_scale": BufferSpec((bhkv, nk * key_group_count(tiles.block_n)), "float32")
+        if fine_scales else UNUSED,
         # V^ transposed, (B*Hkv, D, Nkv padded to 16): contracted over keys
         # in the forward, so K-major there is key-contiguous; the copies go
         # global -> shared with cp.async / TMA. quantize_kv_kernel writes
@@ -490,8 +496,8 @@ BACKWARD_SEQUENCE = ("sagebwd_backward_prepass", "sagebwd_backward")
 _POINTER_DTYPES = {
     "q": "input", "k": "input", "v": "input", "do": "input", "o": "output",
     "q_q": sl.int8, "k_q": sl.int8, "v_qt": sl.int8, "do_qt": sl.int8, "q_qt": sl.int8,
-    **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "v_scale",
-                                     "kv_partials",
+    **{name: sl.float32 for name in ("q_scale", "q_mean", "k_mean", "k_scale", "k_group_scale",
+                                     "v_scale", "kv_partials",
                                      "lse", "delta", "do_scale", "dq", "dk", "dv", "p_out",
                                      "ds_out")},
 }

@@ -3,7 +3,9 @@
 Spec sections 2, 3.1, 3.2 and 4.1 steps 1-2. Every quantization is
 ``sl.int8_per_block`` (scale absmax / 127, round to nearest even) over one
 kernel tile: BLOCK_M rows of Q, BLOCK_N rows of K and V; with FINE_SCALES, Q
-and K are ``sl.int8_per_token`` and V per channel over all its tokens
+is ``sl.int8_per_token``, K has one scale per group of 16 keys of a block
+(:data:`~sage.reference.sagebwd.K_SCALE_GROUPS`) and V per channel over all
+its tokens
 (docs/sagebwd.md, "Scale granularity"). Rows past the end of a sequence are
 0 in every quantized tile, so they do not move the absmax.
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_strided_rows,
-                                         program_head, quantize_block_to,
+                                         program_head, quantize_block_to, quantize_key_groups,
                                          row_ids, scale_row_length, store_transposed_rows,
                                          store_vector)
 
@@ -84,7 +86,8 @@ def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_
     return q_tile, scale, mean
 
 
-def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N_KV, H_KV,
+def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, kv_partials,
+                       N_KV, H_KV,
                        stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
                        stride_vtd, D: sl.constexpr, BLOCK_N: sl.constexpr,
                        SMOOTH_K: sl.constexpr, CLUSTER: sl.constexpr,
@@ -114,9 +117,12 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
     without a transpose in the kernel; and in the order in which P^,
     quantized in the accumulator's registers, feeds the tensor cores:
     ``rhs_sigma16``); every padded token slot is written (0 past Nkv);
-    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; with FINE_SCALES
-    k_scale is (B*Hkv, Nkv padded to 16), per token (0 scales past Nkv: the
-    forward loads them in whole pairs), and v_scale (B*Hkv, D), V's
+    k_scale, v_scale: (B*Hkv, ceil(Nkv/BLOCK_N)) f32; with FINE_SCALES K
+    has one scale per group of keys (:data:`~sage.reference.sagebwd.K_SCALE_GROUPS`,
+    :func:`~sage.kernels.sagebwd.common.quantize_key_groups`), stored per
+    group in k_group_scale (B*Hkv, ceil(Nkv/BLOCK_N) * 4), for the forward,
+    and per token in k_scale (B*Hkv, Nkv padded to 16; 0 scales past Nkv),
+    for the backward; v_scale is then (B*Hkv, D), V's
     per-channel scales over all the tokens (V is contracted over keys, so
     its channels are O's columns and the forward applies them once, to O);
     kv_partials: (B*Hkv*2*CLUSTER, D) f32 scratch.
@@ -202,13 +208,14 @@ def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, v_qt, v_scale, kv_partials, N
         block = row // BLOCK_N
         kt = k_tile.to(sl.float32)
         if SMOOTH_K:
-            # A tail row (loaded as 0) becomes -mean. Per token it sets only
-            # its own scale, which quantize_block_to stores as 0; per block it
-            # must stay 0, or it would set the block's absmax.
-            kt = kt - mean if FINE_SCALES else \
-                sl.where(row_ids(row, BLOCK_N) < N_KV, kt - mean, 0.0)
-        quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D, FINE_SCALES,
-                          scale_rows=scale_row_length(N_KV, BLOCK_N, FINE_SCALES))
+            # A tail row (loaded as 0) would become -mean: it must stay 0, or
+            # it would set its block's (or group's) absmax.
+            kt = sl.where(row_ids(row, BLOCK_N) < N_KV, kt - mean, 0.0)
+        if FINE_SCALES:
+            quantize_key_groups(kt, k_q, k_scale, k_group_scale, bh, block, row, N_KV,
+                                nblocks, D)
+        else:
+            quantize_block_to(kt, k_q, k_scale, bh, block, row, N_KV, nblocks, D)
         if FINE_SCALES:
             # |V| <= its channel's absmax = 127 * scale: no clamp needed, and
             # the scale's multiply fuses into the rounding (sl.quantize).

@@ -28,11 +28,14 @@ namespace mlir::sage {
 constexpr int64_t kMaxLeadingDims = 3;
 
 /// `slice` is laid out as the slice of `parent`'s layout along `dim` (the
-/// dimension where `slice` has size 1).
+/// dimension where `slice` has size 1), or with `groups` (a nonzero mask of
+/// index bits along `dim`) as its grouped slice: `slice` keeps those bits of
+/// `parent`'s index along `dim` (`#sagegpu.slice`'s `groups`).
 struct SliceRelation {
   Value slice;
   Value parent;
   unsigned dim;
+  unsigned groups = 0;
 };
 } // namespace mlir::sage
 

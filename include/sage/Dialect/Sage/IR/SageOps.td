@@ -286,11 +286,27 @@ def Sage_BroadcastOp : Sage_Op<"broadcast", [Pure,
     Every dimension of the result equals the source's, or the source has size
     1 there and its values are repeated.
     `sage.broadcast %m : tensor<64x1xf32> -> tensor<64x128xf32>`.
+
+    With `groups m` (a nonzero bit mask, not every bit of the index), one
+    dimension is a grouped one instead, the inverse of `sage.reduce`'s
+    groups: there the source has extent `2^popcount(m)`, the result a larger
+    power of two, and result index `i` reads source index `pext(i, m)` (the
+    bits of `i` in `m`, packed).
+    `sage.broadcast %s groups 6 : tensor<64x4xf32> -> tensor<64x128xf32>`:
+    column `c` takes `%s[., (c / 2) % 4]`.
   }];
   let hasVerifier = 1;
-  let arguments = (ins Sage_AnyTile:$source);
+  let arguments = (ins Sage_AnyTile:$source,
+                   OptionalAttr<ConfinedAttr<I32Attr, [IntPositive]>>:$groups);
   let results = (outs Sage_AnyTile:$result);
-  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let assemblyFormat = [{
+    $source (`groups` $groups^)? attr-dict `:` type($source) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The grouped dimension (with `groups`): the one where the source's
+    /// extent is neither 1 nor the result's.
+    std::optional<unsigned> getGroupedDim();
+  }];
 }
 
 def Sage_ReduceOp : Sage_Op<"reduce", [Pure,
@@ -302,13 +318,24 @@ def Sage_ReduceOp : Sage_Op<"reduce", [Pure,
     Sums of f16/bf16 accumulate in f32 and are rounded once; the order of a
     floating-point sum is unspecified. `max`/`min` of a set holding NaN give
     NaN.
+
+    With `groups m` (a nonzero bit mask below the axis's extent, a power of
+    two, and not all of its bits) the axis is reduced per group: indices that
+    agree on the bits of `m` form one, and the result keeps `2^popcount(m)`
+    entries along the axis, group `g` at `g = pext(i, m)` (the bits of `i` in
+    `m`, packed). `sage.reduce max %t axis 1 groups 6 : tensor<64x128xf32> ->
+    tensor<64x4xf32>` takes the maximum over the columns `c` with equal
+    `(c / 2) % 4`: the columns one lane quad member holds in a tensor-core
+    accumulator, so that reduction needs no shuffle.
   }];
   let hasVerifier = 1;
   let arguments = (ins Sage_ReduceKind:$kind, Sage_AnyTile:$input,
-                   ConfinedAttr<I32Attr, [IntNonNegative]>:$axis);
+                   ConfinedAttr<I32Attr, [IntNonNegative]>:$axis,
+                   OptionalAttr<ConfinedAttr<I32Attr, [IntPositive]>>:$groups);
   let results = (outs Sage_AnyTile:$result);
   let assemblyFormat = [{
-    $kind $input `axis` $axis attr-dict `:` type($input) `->` type($result)
+    $kind $input `axis` $axis (`groups` $groups^)? attr-dict `:` type($input)
+    `->` type($result)
   }];
 }
 

@@ -52,11 +52,25 @@ def SageGPU_SliceEncodingAttr : SageGPU_Encoding<"SliceEncoding", "slice"> {
     with no data movement beyond the reduction itself, and broadcasting the
     slice back to the parent is a re-indexing of registers.
 
-    Example: `#sagegpu.slice<dim = 1, parent = #sagegpu.mma<mma_sync, warps = [4, 1]>>`.
+    With `groups = m` (a nonzero bit mask) and `extent = E`, dimension `dim`
+    keeps the index bits of `m` of a parent tile that has extent `E` there:
+    parent index `i` maps to `pext(i, m)` (its bits in `m`, packed), so the
+    tile has extent `2^popcount(m)` there. This is where a grouped reduction
+    (`sage.reduce ... groups m`) lands, and what a grouped broadcast reads:
+    when the parent gives a thread all the indices of its groups, both are
+    register re-indexing plus the thread's own arithmetic.
+
+    Example: `#sagegpu.slice<dim = 1, parent = #sagegpu.mma<mma_sync, warps = [4, 1]>>`,
+    `#sagegpu.slice<dim = 1, parent = #sagegpu.mma<wgmma, warps = [4, 1], n = 128>, groups = 6, extent = 128>`.
   }];
   let parameters = (ins "unsigned":$dim,
-                        "::mlir::sagegpu::DistributedEncodingAttrInterface":$parent);
-  let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";
+                        "::mlir::sagegpu::DistributedEncodingAttrInterface":$parent,
+                        DefaultValuedParameter<"unsigned", "0">:$groups,
+                        DefaultValuedParameter<"unsigned", "0">:$extent);
+  let assemblyFormat = [{
+    `<` `dim` `=` $dim `,` `parent` `=` $parent
+    (`,` `groups` `=` $groups^ `,` `extent` `=` $extent)? `>`
+  }];
 }
 
 def SageGPU_MmaEncodingAttr : SageGPU_Encoding<"MmaEncoding", "mma"> {
