@@ -73,9 +73,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         smooth_q: subtract per-block query means (their Q K^T term is added back
             in f32; the backward adds the dK bias term). Off by default.
         layout: "bhsd" or "bshd": the axis order of q, k, v and of the result.
-        scales: the INT8 scale granularity. "fine" (default): Q and K per token,
-            P per key column, dO per channel, dS per query row for dQ and per
-            key column for dK (token scales folded into the f32 dS first);
+        scales: the INT8 scale granularity. "fine" (default): Q per token, K
+            per group of 16 keys (keys with equal (k // 2) % 4 in each block
+            of 64), P per key column, dO per channel, dS per query row for dQ
+            and per key column for dK (token scales folded into the f32 dS
+            first);
             "block": one scale per tile for every operand, as the SageBwd
             papers write it. Both keep every scale constant along its
             matmul's contraction; "fine" meets the papers' accuracy

@@ -32,7 +32,8 @@ and dS = P o (dP - delta) is dLoss/dz. Then
   (the dK bias term of spec 3.2, from the f32 dS).
 
 With FINE_SCALES (``scales="fine"``, sage's default; docs/sagebwd.md) Q^ and
-K^ carry one scale per token, P^ one per key (unsigned bytes: P >= 0), dO^
+K^ carry one scale per token (K's, per token here, are those of its key
+groups: :data:`~sage.reference.sagebwd.K_SCALE_GROUPS`), P^ one per key (unsigned bytes: P >= 0), dO^
 one per channel and dS^ one per query for dQ and one per key for dK. Every
 scale is still constant along its product's contraction. The per-token Q and
 K scales vary along the token axes that dK = dS^T Q and dQ = dS K contract,
