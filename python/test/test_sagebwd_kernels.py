@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from sage.kernels.sagebwd import interpreted
+from sage.kernels.sagebwd.common import key_groups
 from sage.kernels.sagebwd.launch import ForwardTiles, Shape, Tiles, grids, token_scales
 from sage.reference import to_bf16
-from sage.reference.sagebwd import (ForwardResult, SageBwdConfig, attention_reference,
-                                    emulate_backward, emulate_forward, relative_l2)
+from sage.reference.sagebwd import (K_SCALE_GROUPS, ForwardResult, SageBwdConfig,
+                                    attention_reference, emulate_backward, emulate_forward,
+                                    relative_l2)
 
 TOLERANCE = 1e-3
 
@@ -151,7 +153,8 @@ def test_prepass_quantization_is_bit_exact():
     case = CASES["causal_smooth_q_gqa_d128"]
     q, k, v, _ = _inputs(case, seed=1)
     cfg = _config(case)
-    _, _, saved = interpreted.forward(q, k, v, cfg, case[6])  # fine: per-token Q, K scales
+    # Fine: Q per token, K per key group (stored per token, each its group's).
+    _, _, saved = interpreted.forward(q, k, v, cfg, case[6])
     ref = emulate_forward(q, k, v, cfg).saved
     for name in ("q_q", "q_scale", "q_mean", "k_q", "k_scale", "v_q", "v_scale", "k_mean"):
         got, want = getattr(saved, name), getattr(ref, name)
@@ -159,6 +162,18 @@ def test_prepass_quantization_is_bit_exact():
             assert not got[:, want.shape[-1]:].any()
             got = token_scales(got, want.shape[-1])
         np.testing.assert_array_equal(got.reshape(want.shape), want, err_msg=name)
+
+
+def test_key_group_masks_follow_the_blocks():
+    """The forward's groups mask: K_SCALE_GROUPS' bits, and the bits that pick
+    the pre-pass block where a forward block spans several."""
+    assert key_groups(64, 64) == K_SCALE_GROUPS == 0b110
+    assert key_groups(32, 64) == 0b110
+    assert key_groups(128, 64) == 0b1000110
+    assert key_groups(256, 64) == 0b11000110
+    for block_n, kv_block in ((4, 64), (96, 64), (128, 48)):
+        with pytest.raises(ValueError, match="power-of-two blocks of at least 8 keys"):
+            key_groups(block_n, kv_block)
 
 
 def test_tail_rows_do_not_move_the_scales():

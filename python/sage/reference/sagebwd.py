@@ -34,7 +34,7 @@ import numpy as np
 
 from sage.reference.matmul import int8_dot
 from sage.reference.quant import INT8_MAX, UINT8_MAX, absmax_scales, quantize
-from sage.reference.tiles import group_index, to_bf16
+from sage.reference.tiles import broadcast, reduce, to_bf16
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -257,13 +257,15 @@ def key_group_quantize(ks: np.ndarray, block_n: int) -> tuple[np.ndarray, np.nda
     :data:`K_SCALE_GROUPS` group: the group's absmax / 127 in f32 (0 below
     the smallest normal), each token quantized with its group's scale,
     unclamped (``|K| <= 127 * scale``). Returns the INT8 rows and the
-    per-token scales (each its group's), an (n, 1) float32 column. A
-    block's missing tail rows would be 0, and 0 leaves an absmax as it is."""
-    peaks = np.abs(ks).max(axis=1).astype(np.float32)
-    group = group_index(K_SCALE_GROUPS, block_n)[:ks.shape[0]]
-    for g in np.unique(group):
-        peaks[group == g] = peaks[group == g].max()
-    scale = absmax_scales(peaks[:, None], "per_token")
+    per-token scales (each its group's), an (n, 1) float32 column. A short
+    tail block is padded with 0 rows, as the kernel's tile is: 0 leaves an
+    absmax as it is."""
+    rows = ks.shape[0]
+    peaks = np.zeros((block_n, 1), np.float32)
+    peaks[:rows, 0] = np.abs(ks).max(axis=1)
+    grouped = reduce(peaks, "max", 0, groups=K_SCALE_GROUPS)
+    tokens = broadcast(grouped, (block_n, 1), groups=K_SCALE_GROUPS)[:rows]
+    scale = absmax_scales(tokens, "per_token")
     k_q, _ = quantize(ks, "per_token", scale=scale, saturate=False)
     return k_q, scale
 

@@ -269,20 +269,17 @@ LogicalResult ReduceOp::verify() {
     return emitOpError() << "result element type " << out.getElementType()
                          << " differs from input " << in.getElementType();
   SmallVector<int64_t> expected = keepDimShape(in.getShape(), getAxis());
-  if (std::optional<uint32_t> groups = getGroups()) {
+  std::optional<uint32_t> groups = getGroups();
+  if (groups) {
     if (failed(verifyGroups(*this, *groups, in.getDimSize(getAxis()))))
       return failure();
     expected[getAxis()] = int64_t(1) << llvm::popcount(*groups);
-    if (out.getShape() != ArrayRef<int64_t>(expected))
-      return emitOpError() << "result shape must be " << shapeStr(expected)
-                           << " (one entry per group along the axis), got "
-                           << shapeStr(out.getShape());
-    return success();
   }
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result shape must be " << shapeStr(expected)
-                         << " (reduced axis kept with size 1), got "
-                         << shapeStr(out.getShape());
+                         << (groups ? " (one entry per group along the axis)"
+                                    : " (reduced axis kept with size 1)")
+                         << ", got " << shapeStr(out.getShape());
   return success();
 }
 
