@@ -157,15 +157,10 @@ std::string mlir::sage::describeKernels(ModuleOp module) {
     if (auto cluster = func->getAttrOfType<DenseI32ArrayAttr>(
             NVVM::NVVMDialect::getClusterDimAttrName()))
       os << " cluster=" << cluster[0];
-    // A kernel that waits for the previous grid (sage.grid_dependency_wait)
-    // may be launched before that grid finishes: the launcher asks for it.
-    bool waits = func.walk([](NVVM::GriddepcontrolOp op) {
-                       return op.getKind() == NVVM::GridDepActionKind::wait
-                                  ? WalkResult::interrupt()
-                                  : WalkResult::advance();
-                     })
-                     .wasInterrupted();
-    if (waits)
+    // A kernel that waits for the previous grid, or for counters that it
+    // may raise, may be launched before that grid finishes: the launcher
+    // asks for it.
+    if (func->hasAttr(SageDialect::kEarlyLaunchAttrName))
       os << " early_launch=1";
     os << "\n";
     // One line per host-encoded tensor map: the parameter and the fields'

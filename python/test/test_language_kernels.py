@@ -189,6 +189,40 @@ def doubled_after(y, z, ids, N, BLOCK: sl.constexpr):
     sl.store(z, t * 2.0, (0, program * BLOCK), (N, 1), (1, N))
 
 
+def counted_slow_count(x, y, ready, N, ROUNDS, BLOCK: sl.constexpr):
+    """:func:`slow_count`, then ``ready[program]`` raised by one once the
+    program's block of y is stored."""
+    sl.launch_dependents()
+    program = sl.program_id(0)
+    t = sl.load(x, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
+    for _ in sl.range(0, ROUNDS):
+        t = t + 1.0
+    sl.store(y, t, (0, program * BLOCK), (N, 1), (1, N))
+    sl.counter_add(ready + program, 1)
+
+
+def doubled_when_ready(y, z, ids, ready, N, BLOCK: sl.constexpr):
+    """ids[program] = program, before waiting; then block b = (programs - 1 -
+    program) of z = 2 y, once ``ready[b]`` is 1 (the blocks in the reverse
+    order of the producer's programs)."""
+    program = sl.program_id(0)
+    sl.store(ids, sl.full((1, 1), 1.0, sl.float32) * program.to(sl.float32), (0, program),
+             (1, 1), (1, sl.num_programs(0)))
+    block = sl.num_programs(0) - 1 - program
+    sl.counter_wait(ready + block, 1)
+    t = sl.load(y, (1, BLOCK), (0, block * BLOCK), (N, 1), (1, N))
+    sl.store(z, t * 2.0, (0, block * BLOCK), (N, 1), (1, N))
+
+
+def tickets(counter, out):
+    """out[program] = the counter's value before this program's add of 2:
+    the programs' tickets, 0, 2, 4, ... in the order they ran."""
+    program = sl.program_id(0)
+    ticket = sl.counter_add(counter, 2)
+    sl.store(out, sl.full((1, 1), 1, sl.int32) * ticket, (0, program), (1, 1),
+             (1, sl.num_programs(0)))
+
+
 def cluster_sums_expected(x: np.ndarray, cluster: int, block: int) -> np.ndarray:
     """What :func:`cluster_sums` writes to ``out``."""
     partials = x.reshape(-1, block).sum(axis=1, dtype=np.float64)

@@ -1,7 +1,10 @@
 //===- ProgramOpsToLLVM.cpp - program ids and pointers --------------------===//
 
 #include "sage/Conversion/SageToLLVM/Patterns.h"
+#include "sage/Conversion/SageToLLVM/PtxAsm.h"
+#include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
+#include "sage/Dialect/SageGPU/IR/SageGPUDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -74,6 +77,91 @@ struct GridDependencyLowering : public OpConversionPattern<Op> {
   }
 };
 
+/// Counters are the program's, not a thread's: thread 0 touches them, the
+/// others meet it at barriers. Outside warp specialisation only, where
+/// thread 0 is one of the threads that run the op.
+static LogicalResult checkAllThreadsRun(Operation *op) {
+  if (sagegpu::getWarpRole(op) != sagegpu::WarpRole::All)
+    return op->emitOpError()
+           << "needs every thread of the program, not a warp-specialised "
+              "role's";
+  return success();
+}
+
+static Value globalAddress(OpBuilder &b, Location loc, Value ptr) {
+  return LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), ptr);
+}
+
+// The program's writes before the op are ordered before thread 0's add by
+// the barrier (CTA scope); the add, acq_rel at GPU scope, releases them with
+// its own (cumulativity) and acquires what the counter's earlier adds
+// released. Thread 0 hands the old value to the others through shared
+// memory, where it is used.
+struct CounterAddLowering : public OpConversionPattern<CounterAddOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(CounterAddOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (failed(checkAllThreadsRun(op)))
+      return failure();
+    Location loc = op.getLoc();
+    Type i32 = rw.getI32Type();
+    barrier(rw, loc, op);
+    Value tid = NVVM::ThreadIdXOp::create(rw, loc, i32);
+    Value address = globalAddress(rw, loc, adaptor.getCounter());
+    if (op.getOld().use_empty()) {
+      inlinePtx(rw, loc, Type(), {tid, address, adaptor.getValue()},
+                "{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; "
+                "@p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; }",
+                "r,l,r");
+      rw.eraseOp(op);
+      return success();
+    }
+    Value slot = sharedAddress(
+        rw, loc, LLVM::ConstantOp::create(rw, loc, i32, getScratchOffset(op)));
+    inlinePtx(rw, loc, Type(), {tid, address, adaptor.getValue(), slot},
+              "{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; "
+              "@p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; "
+              "@p st.shared.b32 [$3], old; }",
+              "r,l,r,r");
+    barrier(rw, loc, op);
+    rw.replaceOp(op, loadScratch(rw, loc, i32,
+                                 LLVM::ConstantOp::create(
+                                     rw, loc, i32, getScratchOffset(op))));
+    return success();
+  }
+};
+
+// Thread 0 polls with acquire loads (backing off between them), then every
+// thread fences the generic proxy against the async one (TMA copies read
+// what the counter released) and meets the others at the barrier, which
+// extends thread 0's acquire to them.
+struct CounterWaitLowering : public OpConversionPattern<CounterWaitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(CounterWaitOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (failed(checkAllThreadsRun(op)))
+      return failure();
+    Location loc = op.getLoc();
+    Value tid = NVVM::ThreadIdXOp::create(rw, loc, rw.getI32Type());
+    // The braces scope the labels to this instance.
+    inlinePtx(rw, loc, Type(),
+              {tid, globalAddress(rw, loc, adaptor.getCounter()),
+               adaptor.getTarget()},
+              "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\t"
+              "setp.ne.u32 p, $0, 0;\n\t@p bra sage_counter_done;\n\t"
+              "sage_counter_poll:\n\t"
+              "ld.acquire.gpu.global.b32 v, [$1];\n\t"
+              "setp.lt.s32 p, v, $2;\n\t@!p bra sage_counter_done;\n\t"
+              "nanosleep.u32 64;\n\tbra sage_counter_poll;\n\t"
+              "sage_counter_done:\n\t}",
+              "r,l,r");
+    inlinePtx(rw, loc, Type(), {}, "fence.proxy.async.global;", "");
+    barrier(rw, loc, op);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 struct AddPtrLowering : public OpConversionPattern<AddPtrOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
@@ -96,5 +184,6 @@ void mlir::sage::populateProgramOpsToLLVMPatterns(
                                   NVVM::GridDepActionKind::wait>,
            GridDependencyLowering<LaunchDependentsOp,
                                   NVVM::GridDepActionKind::launch_dependents>,
-           AddPtrLowering>(converter, patterns.getContext());
+           CounterAddLowering, CounterWaitLowering, AddPtrLowering>(
+          converter, patterns.getContext());
 }

@@ -28,6 +28,25 @@ using namespace mlir::sage;
 
 static constexpr unsigned kSharedAddressSpace = 3;
 
+/// Marks the functions that wait for another grid's programs (the previous
+/// kernel's, sage.grid_dependency_wait, or those that raise its counters,
+/// sage.counter_wait): they may start early (kEarlyLaunchAttrName; lowered,
+/// both waits are inline PTX or NVVM ops the header could not tell apart
+/// from others).
+static void markEarlyLaunches(ModuleOp module) {
+  module.walk([](func::FuncOp func) {
+    bool waits = func.walk([](Operation *op) {
+                       return isa<GridDependencyWaitOp, CounterWaitOp>(op)
+                                  ? WalkResult::interrupt()
+                                  : WalkResult::advance();
+                     })
+                     .wasInterrupted();
+    if (waits)
+      func->setAttr(SageDialect::kEarlyLaunchAttrName,
+                    UnitAttr::get(func.getContext()));
+  });
+}
+
 /// Declares the shared array every kernel addresses when any function has
 /// shared memory (placed by sagegpu-allocate-shared-memory, which recorded
 /// the bytes); fails where an op that needs its placement lacks it or a dot
@@ -138,6 +157,7 @@ struct ConvertSageToLLVMPass
     foldLeadingDims(module);
     if (failed(declareSharedMemory(module)))
       return signalPassFailure();
+    markEarlyLaunches(module);
     std::optional<TargetInfo> gpu = SageDialect::getTarget(module);
     recordAccessFacts(
         module,

@@ -55,6 +55,8 @@ int64_t mlir::sage::getOpScratchBytes(Operation *op) {
     return getConvertLayoutScratchBytes(op);
   if (isa<sagegpu::TransOp>(op))
     return getTransScratchBytes(op);
+  if (auto add = dyn_cast<CounterAddOp>(op))
+    return add.getOld().use_empty() ? 0 : 4; // the old value, handed over
   if (isa<MakeTensorMapOp>(op))
     return MakeTensorMapOp::kBytes; // the map is assembled there
   return 0;

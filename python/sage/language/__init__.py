@@ -13,7 +13,8 @@ from sage.language.elementwise import (abs, cast, exp, exp2, fma, log, log2, max
                                        sqrt, where)
 from sage.language.interpreter import Buffer, interpret
 from sage.language.loops import range
-from sage.language.ops import (absmax, addptr, broadcast, cluster_barrier, dequantize, full,
+from sage.language.ops import (absmax, addptr, broadcast, cluster_barrier, counter_add,
+                               counter_wait, dequantize, full,
                                grid_dependency_wait, iota, launch_dependents, load,
                                matmul, max, min, num_programs, program_id, qmatmul, quantize,
                                reduce, smooth, softmax_update, splat, store, sum, zeros)
@@ -24,7 +25,7 @@ __all__ = [
     "ArgSpec", "Buffer", "CompilationError", "DType", "Int8Scheme", "PointerType",
     "TileType", "Value", "abs", "absmax", "addptr", "bfloat16", "broadcast", "cast",
     "cluster_barrier",
-    "constexpr", "dequantize", "exp", "exp2", "float16", "fma", "float32", "full",
+    "constexpr", "counter_add", "counter_wait", "dequantize", "exp", "exp2", "float16", "fma", "float32", "full",
     "grid_dependency_wait", "int1", "int8",
     "int8_per_block", "int8_per_channel", "int8_per_token", "int32", "int64", "interpret",
     "iota", "launch_dependents", "load", "log", "log2", "matmul", "max", "maximum", "min",

@@ -163,6 +163,14 @@ class IRBuilder:
         if _capability(self.arch) >= 90:
             self._op("sage.launch_dependents", results=0)
 
+    def counter_add(self, counter: Value, value: Value) -> str:
+        return self._one(f"sage.counter_add {self._use(counter)}, {self._use(value)} : "
+                         f"{counter.type.mlir}")
+
+    def counter_wait(self, counter: Value, target: Value) -> None:
+        self._op(f"sage.counter_wait {self._use(counter)}, {self._use(target)} : "
+                 f"{counter.type.mlir}", results=0)
+
     def addptr(self, pointer: Value, offset: Value) -> str:
         return self._one(f"sage.addptr {self._use(pointer)}, {self._use(offset)} : "
                          f"{pointer.type.mlir}")

@@ -117,6 +117,22 @@ class Interpreter:
     def launch_dependents(self) -> None:
         """Launches run one after another here: nothing to signal."""
 
+    def counter_add(self, counter: Value, value: Value) -> Any:
+        cell = counter.handle.view()
+        old = int(cell[0])
+        cell[0] = (old + int(value.handle) + 2**31) % 2**32 - 2**31  # wraps, as the GPU's add
+        return np.int32(old)
+
+    def counter_wait(self, counter: Value, target: Value) -> None:
+        """Launches and their programs run one after another here: a counter
+        below its target would never rise."""
+        held = int(counter.handle.view()[0])
+        if held < int(target.handle):
+            raise error(f"sl.counter_wait: program {self.program} waits for the counter to "
+                        f"reach {int(target.handle)}, but it holds {held} and the interpreter "
+                        "runs the programs one after another: a program may wait only for "
+                        "earlier launches and earlier programs")
+
     def constant(self, value: int | float | bool, type_: Type) -> Any:
         shape = type_.shape if isinstance(type_, TileType) else ()
         return convert(np.full(shape, value), element_of(type_))

@@ -130,13 +130,70 @@ def grid_dependency_wait() -> None:
 def launch_dependents() -> None:
     """Lets the kernel launched after this one on the same stream start once
     every program of this one has called it or finished, if that kernel
-    waits with :func:`grid_dependency_wait` (``sage.launch_dependents``, PTX
-    ``griddepcontrol.launch_dependents``; sm_90). It orders no memory: that
-    kernel's wait still waits for this one to finish. Without it, that
+    waits with :func:`grid_dependency_wait` or :func:`counter_wait`
+    (``sage.launch_dependents``, PTX ``griddepcontrol.launch_dependents``;
+    sm_90). It orders no memory: that kernel still waits for this one to
+    finish, or for the counters this one raises. Without it, that
     kernel starts when this one finishes. Below sm_90 and in the interpreter
     it is nothing.
     """
     backend().launch_dependents()
+
+
+def _counter(counter: object, what: str) -> Value:
+    counter = _pointer(counter, what)
+    if counter.type.element != int32:
+        raise error(f"{what} must point to i32, got {counter.type.mlir}")
+    return counter
+
+
+def _int32(x: Scalar, what: str) -> Value:
+    """An integer scalar as an i32 value (a Python int must fit)."""
+    if isinstance(x, Value) and (x.is_tile or x.is_pointer or not x.dtype.is_int):
+        raise error(f"{what} must be an integer scalar, got {x.type.mlir}")
+    if isinstance(x, bool) or (not isinstance(x, Value) and not isinstance(x, int)):
+        raise error(f"{what} must be an integer, got {x!r}")
+    if isinstance(x, int) and not -2**31 <= x < 2**31:
+        raise error(f"{what} must fit in i32, got {x}")
+    return cast(to_value(x, int32), int32)
+
+
+def counter_add(counter: Value, value: Scalar = 1) -> Value:
+    """Adds ``value`` to the i32 at ``counter`` once for the whole program
+    (``sage.counter_add``) and returns what it held before, the same i32 in
+    every thread.
+
+    Programs signal each other through such counters in global memory: every
+    write the program made before the add is visible to a program that sees
+    the new value (:func:`counter_wait`, or a later add), and the program
+    sees what the counter's earlier adds released (acq_rel at GPU scope).
+    ``counter`` is an i32 pointer argument, advanced to the counter (``ptr +
+    index``); counters start where the caller left them (launch a zeroed
+    buffer). Every thread of the program runs it: not inside a
+    warp-specialised loop.
+    """
+    counter = _counter(counter, "counter_add's counter")
+    value = _int32(value, "counter_add's value")
+    return Value(int32, backend().counter_add(counter, value))
+
+
+def counter_wait(counter: Value, target: Scalar) -> None:
+    """Waits until the i32 at ``counter`` holds at least ``target`` (signed;
+    ``sage.counter_wait``); then what the :func:`counter_add` calls that
+    raised it released is visible to the program, TMA copies included.
+
+    A program may only wait for programs that run: ones of an earlier launch,
+    earlier programs of its own launch that cannot wait for it, or those of
+    the kernel launched before it on its stream, which it may overlap: a
+    kernel that waits on counters starts early where that kernel calls
+    :func:`launch_dependents` (programmatic dependent launch; all of that
+    kernel's programs are then resident). The interpreter runs launches and
+    their programs one after another: there a counter below its target is an
+    error (the wait would hang). Every thread of the program runs it.
+    """
+    counter = _counter(counter, "counter_wait's counter")
+    target = _int32(target, "counter_wait's target")
+    backend().counter_wait(counter, target)
 
 
 def addptr(pointer: Value, offset: Scalar) -> Value:

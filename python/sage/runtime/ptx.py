@@ -15,9 +15,10 @@ optional (0 when absent), so PTX written before it, such as hand-edited
 override files, still parses.
 Two optional fields may follow it: ``cluster=C`` (programs per thread-block
 cluster along grid axis 0) and ``early_launch=1`` (the kernel waits for the
-previous kernel of its stream, ``sl.grid_dependency_wait``, before it reads
-what that kernel wrote, so the launcher lets it start while that kernel
-finishes: programmatic dependent launch).
+previous kernel of its stream, ``sl.grid_dependency_wait``, or on counters
+that kernel raises, ``sl.counter_wait``, before it reads what that kernel
+wrote, so the launcher lets it start while that kernel finishes:
+programmatic dependent launch).
 
 A kernel whose TMA tensor maps its arguments determine has them encoded by
 the launcher (the compiler's ``sagegpu-host-tensor-maps``), one line each::
@@ -84,7 +85,8 @@ class KernelInfo:
     cluster: int = 1
     #: Whether the kernel may start before the previous kernel of its stream
     #: finishes (programmatic dependent launch): it waits for that kernel
-    #: (``sl.grid_dependency_wait``) before it reads what it wrote.
+    #: (``sl.grid_dependency_wait``) or on its counters (``sl.counter_wait``)
+    #: before it reads what it wrote.
     early_launch: bool = False
 
 

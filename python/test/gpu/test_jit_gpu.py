@@ -438,6 +438,43 @@ def test_an_early_launched_kernel_reads_what_the_previous_one_wrote():
     assert not producer.compile(x, y, n, rounds, BLOCK=block).compiled.load(device).early_launch
 
 
+def test_an_early_launched_kernel_waits_on_the_counters_of_the_previous_one(record):
+    """A kernel that waits on counters (sl.counter_wait) is launched early
+    after a slow kernel whose programs raise a counter each when their block
+    is stored (sl.counter_add): it reads every block, in the reverse order of
+    the producer's programs, as the producer left it, every time."""
+    from test_language_kernels import counted_slow_count, doubled_when_ready
+    producer, consumer = sage.jit(counted_slow_count), sage.jit(doubled_when_ready)
+    n, block, rounds = 1 << 20, 1024, 4000
+    x = torch.arange(n, device="cuda", dtype=torch.float32) % 1000
+    for trial in range(3):
+        y, z = torch.zeros_like(x), torch.zeros_like(x)
+        ready = torch.zeros(n // block, device="cuda", dtype=torch.int32)
+        ids = torch.full((n // block,), -1.0, device="cuda")
+        producer[(n // block,)](x, y, ready, n, rounds + trial, BLOCK=block)
+        consumer[(n // block,)](y, z, ids, ready, n, BLOCK=block)
+        torch.cuda.synchronize()
+        assert torch.equal(z, 2 * (x + rounds + trial)), f"trial {trial}"
+        assert torch.equal(ready, torch.ones_like(ready))
+        assert torch.equal(ids, torch.arange(n // block, device="cuda", dtype=torch.float32))
+    device = torch.cuda.current_device()
+    assert consumer.compile(y, z, ids, ready, n, BLOCK=block).compiled.load(device).early_launch
+    record("jit_counters[early launch]", "exact")
+
+
+def test_counter_adds_hand_out_distinct_tickets():
+    """Each program's sl.counter_add returns the counter's old value to all
+    of its threads: 4096 programs get 0, 2, ..., 8190, each once."""
+    from test_language_kernels import tickets
+    programs = 4096
+    counter = torch.zeros(1, device="cuda", dtype=torch.int32)
+    out = torch.full((programs,), -1, device="cuda", dtype=torch.int32)
+    sage.jit(tickets)[(programs,)](counter, out)
+    assert counter.item() == 2 * programs
+    assert torch.equal(out.sort().values,
+                       torch.arange(0, 2 * programs, 2, device="cuda", dtype=torch.int32))
+
+
 def test_clusters_combine_partials_on_the_gpu(monkeypatch):
     """Programs in clusters of 4 (num_ctas=4) exchange partial sums through
     global memory across sl.cluster_barrier, as in the interpreter."""

@@ -44,3 +44,40 @@ module attributes {sage.target = "sm_90a"} {
     return
   }
 }
+
+// -----
+
+// Counters: thread 0 adds (acq_rel at GPU scope) after a barrier; an unused
+// old value is not handed over. A wait: thread 0 polls with acquire loads,
+// then every thread fences the proxies and meets the others.
+module attributes {sage.target = "sm_90a"} {
+  // CHECK-LABEL: func.func @counters
+  // CHECK-SAME: sage.early_launch
+  func.func @counters(%c: !sage.ptr<i32>, %n: i32) {
+    // CHECK: nvvm.barrier0
+    // CHECK: nvvm.read.ptx.sreg.tid.x
+    // CHECK: llvm.ptrtoint
+    // CHECK: llvm.inline_asm has_side_effects {{.*}}"{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; @p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; }", "r,l,r"
+    // CHECK-NOT: st.shared
+    %old = sage.counter_add %c, %n : !sage.ptr<i32>
+    // CHECK: nvvm.read.ptx.sreg.tid.x
+    // CHECK: llvm.inline_asm has_side_effects {{.*}}ld.acquire.gpu.global.b32 v, [$1];{{.*}}nanosleep.u32 64;
+    // CHECK-NEXT: llvm.inline_asm has_side_effects {{.*}}"fence.proxy.async.global;"
+    // CHECK-NEXT: nvvm.barrier0
+    sage.counter_wait %c, %n : !sage.ptr<i32>
+    return
+  }
+}
+
+// -----
+
+// A kernel without waits is not marked for an early launch.
+module attributes {sage.target = "sm_90a"} {
+  // CHECK-LABEL: func.func @signals_only
+  // CHECK-NOT: sage.early_launch
+  // CHECK: return
+  func.func @signals_only(%c: !sage.ptr<i32>, %n: i32) {
+    %old = sage.counter_add %c, %n : !sage.ptr<i32>
+    return
+  }
+}

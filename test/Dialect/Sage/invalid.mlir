@@ -837,3 +837,19 @@ func.func @f(%x: tensor<4x4xf32>) {
   %0 = sage.broadcast %x groups 2 : tensor<4x4xf32> -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @f32_counter(%c: !sage.ptr<f32>, %n: i32) {
+  // expected-error @+1 {{'sage.counter_add' op needs a counter of i32, got '!sage.ptr<f32>'}}
+  %old = sage.counter_add %c, %n : !sage.ptr<f32>
+  return
+}
+
+// -----
+
+func.func @i64_counter(%c: !sage.ptr<i64>, %n: i32) {
+  // expected-error @+1 {{'sage.counter_wait' op needs a counter of i32, got '!sage.ptr<i64>'}}
+  sage.counter_wait %c, %n : !sage.ptr<i64>
+  return
+}

@@ -18,6 +18,15 @@ func.func @program(%p: !sage.ptr<bf16>, %off: i64) attributes {sage.kernel} {
   return
 }
 
+// CHECK-LABEL: func.func @counters
+func.func @counters(%c: !sage.ptr<i32>, %n: i32) -> i32 {
+  // CHECK: %[[OLD:.*]] = sage.counter_add %{{.*}}, %{{.*}} : !sage.ptr<i32>
+  %old = sage.counter_add %c, %n : !sage.ptr<i32>
+  // CHECK: sage.counter_wait %{{.*}}, %[[OLD]] : !sage.ptr<i32>
+  sage.counter_wait %c, %old : !sage.ptr<i32>
+  return %old : i32
+}
+
 // CHECK-LABEL: func.func @memory
 func.func @memory(%src: !sage.ptr<f16>, %dst: !sage.ptr<f32>, %n: i64) {
   %c0 = arith.constant 0 : i64

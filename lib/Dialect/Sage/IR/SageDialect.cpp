@@ -218,6 +218,13 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << name << "' must be a unit attribute";
     return success();
   }
+  if (name == kEarlyLaunchAttrName) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' applies to functions only";
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
   if (name == kProducerWarpsAttrName) {
     auto warps = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<FunctionOpInterface>(op))

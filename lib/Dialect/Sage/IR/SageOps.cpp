@@ -89,6 +89,22 @@ LogicalResult LaunchDependentsOp::verify() {
   return verifyGridDependencyTarget(*this);
 }
 
+/// A counter is an i32 in global memory (every target orders it with
+/// acquire and release: sm_70's memory model).
+static LogicalResult verifyCounter(Operation *op, PtrType counter) {
+  if (!counter.getPointeeType().isInteger(32))
+    return op->emitOpError() << "needs a counter of i32, got " << counter;
+  return success();
+}
+
+LogicalResult CounterAddOp::verify() {
+  return verifyCounter(*this, getCounter().getType());
+}
+
+LogicalResult CounterWaitOp::verify() {
+  return verifyCounter(*this, getCounter().getType());
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//

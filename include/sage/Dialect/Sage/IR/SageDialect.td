@@ -101,6 +101,11 @@ def Sage_Dialect : Dialect {
     /// after its sage.num_warps consumer warps.
     static constexpr ::llvm::StringLiteral kProducerWarpsAttrName =
         "sage.producer_warps";
+    /// On a lowered kernel: it may start while the previous kernel of its
+    /// stream runs (it has sage.grid_dependency_wait or sage.counter_wait):
+    /// the PTX header asks the launcher for programmatic dependent launch.
+    static constexpr ::llvm::StringLiteral kEarlyLaunchAttrName =
+        "sage.early_launch";
     /// The range of sage.maxnreg (ptxas raises smaller caps to 24 and
     /// ignores larger ones).
     static constexpr int64_t kMinMaxnreg = 24, kMaxMaxnreg = 255;

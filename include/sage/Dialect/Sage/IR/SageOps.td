@@ -75,13 +75,62 @@ def Sage_LaunchDependentsOp : Sage_Op<"launch_dependents"> {
     Signals that the kernel launched after this one on the same stream may
     be scheduled once every program of this kernel has signalled or
     finished (PTX `griddepcontrol.launch_dependents`), if that kernel was
-    launched for an early start (`sage.grid_dependency_wait`). It orders no
-    memory: that kernel still waits, at its `sage.grid_dependency_wait`, for
-    this one to finish. Without the signal it starts when this kernel
-    finishes. Needs sm_90.
+    launched for an early start (it has `sage.grid_dependency_wait` or
+    `sage.counter_wait`). It orders no memory: that kernel still waits, at
+    its `sage.grid_dependency_wait` for this one to finish, or at its
+    counters for what this one releases. Without the signal it starts when
+    this kernel finishes. Needs sm_90.
   }];
   let hasVerifier = 1;
   let assemblyFormat = "attr-dict";
+}
+
+def Sage_CounterAddOp : Sage_Op<"counter_add",
+                                 [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "add to a counter in global memory, once for the program";
+  let description = [{
+    Programs that depend on each other's results signal through i32
+    counters in global memory. `counter_add` adds `value` to the counter
+    once for the whole program (not once per thread) and returns the value
+    it held before, the same in every thread. Every memory write of the
+    program before the op is visible to a program that sees the new value
+    (release), and every write released before the old value was stored is
+    visible to this program after the op (acquire): acq_rel at GPU scope.
+
+    ```mlir
+    %old = sage.counter_add %ready, %one : !sage.ptr<i32>
+    ```
+
+    Every thread of the program must execute it (it meets the program's
+    other threads at barriers).
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_PtrType:$counter, I32:$value);
+  let results = (outs I32:$old);
+  let assemblyFormat =
+      "$counter `,` $value attr-dict `:` qualified(type($counter))";
+}
+
+def Sage_CounterWaitOp : Sage_Op<"counter_wait",
+                                 [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until a counter in global memory reaches a value";
+  let description = [{
+    Blocks the program until the i32 counter holds at least `target`
+    (signed), then makes every write released by the `sage.counter_add`s
+    that raised it visible to all of the program's threads, including to
+    the copy engine's reads (acquire at GPU scope, then a proxy fence).
+
+    A program may only wait for programs that run: ones of an earlier
+    launch, or of its own launch that are resident beside it. A kernel with
+    this op is launched so that it may start while the previous kernel of
+    its stream runs, if that kernel lets it (`sage.launch_dependents`): it
+    may wait for that kernel's programs, which are all resident by then.
+    Every thread of the program must execute it.
+  }];
+  let hasVerifier = 1;
+  let arguments = (ins Sage_PtrType:$counter, I32:$target);
+  let assemblyFormat =
+      "$counter `,` $target attr-dict `:` qualified(type($counter))";
 }
 
 //===----------------------------------------------------------------------===//
