@@ -63,6 +63,8 @@ def test_a_wait_that_would_hang_is_an_error():
     (lambda p, c: sl.counter_wait(c, 2**31), "counter_wait's target must fit in i32"),
     (lambda p, c: sl.counter_wait(c, sl.zeros((1, 1), sl.int32)),
      "counter_wait's target must be an integer scalar, got tensor<1x1xi32>"),
+    (lambda p, c: sl.counter_add(c, sl.program_id(0).to(sl.int64)),
+     "counter_add's value must be an i32 scalar (counters are i32), got i64"),
 ])
 def test_bad_operands_are_reported(call, message):
     def kernel(p, c):

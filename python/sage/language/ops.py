@@ -148,9 +148,12 @@ def _counter(counter: object, what: str) -> Value:
 
 
 def _int32(x: Scalar, what: str) -> Value:
-    """An integer scalar as an i32 value (a Python int must fit)."""
+    """An integer scalar as an i32 value (a Python int must fit; an i64 value
+    is an error rather than truncated)."""
     if isinstance(x, Value) and (x.is_tile or x.is_pointer or not x.dtype.is_int):
         raise error(f"{what} must be an integer scalar, got {x.type.mlir}")
+    if isinstance(x, Value) and x.dtype == int64:
+        raise error(f"{what} must be an i32 scalar (counters are i32), got i64")
     if isinstance(x, bool) or (not isinstance(x, Value) and not isinstance(x, int)):
         raise error(f"{what} must be an integer, got {x!r}")
     if isinstance(x, int) and not -2**31 <= x < 2**31:
