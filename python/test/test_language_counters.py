@@ -14,12 +14,13 @@ import pytest
 
 import sage.language as sl
 from sage.runtime import parse_kernel_header
-from test_language_kernels import counted_slow_count, doubled_when_ready, tickets
+from test_language_kernels import doubled_when_ready, slow_count, tickets
 
 F32, I32 = sl.pointer_type(sl.float32), sl.pointer_type(sl.int32)
 PRODUCER = [sl.ArgSpec(F32)] * 2 + [sl.ArgSpec(I32)] + [sl.ArgSpec(sl.int32)] * 2
 CONSUMER = [sl.ArgSpec(F32)] * 3 + [sl.ArgSpec(I32), sl.ArgSpec(sl.int32)]
 TICKETS = [sl.ArgSpec(I32)] * 2
+SIGNALS = {"BLOCK": 64, "SIGNAL": True}
 
 
 def test_the_interpreter_runs_producer_and_consumer_in_order():
@@ -27,7 +28,7 @@ def test_the_interpreter_runs_producer_and_consumer_in_order():
     x = np.arange(n, dtype=np.float32)
     y, z, ids = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(4, np.float32)
     ready = np.zeros(n // block, np.int32)
-    sl.interpret(counted_slow_count, n // block, [x, y, ready, n, 5], {"BLOCK": block})
+    sl.interpret(slow_count, n // block, [x, y, ready, n, 5], {"BLOCK": block, "SIGNAL": True})
     np.testing.assert_array_equal(ready, np.ones(4, np.int32))
     sl.interpret(doubled_when_ready, n // block, [y, z, ids, ready, n], {"BLOCK": block})
     np.testing.assert_array_equal(z, 2 * (x + 5))
@@ -77,15 +78,16 @@ def test_bad_operands_are_reported(call, message):
 def test_trace_emits_the_ops():
     ir = sl.trace(doubled_when_ready, CONSUMER, {"BLOCK": 64})
     assert "sage.counter_wait" in ir
-    assert "sage.counter_add" in sl.trace(counted_slow_count, PRODUCER, {"BLOCK": 64})
+    assert "sage.counter_add" in sl.trace(slow_count, PRODUCER, SIGNALS)
+    assert "sage.counter_add" not in sl.trace(slow_count, PRODUCER, {"BLOCK": 64})
 
 
 def test_ptx_polls_adds_and_asks_for_an_early_launch(library, tmp_path):
     waits = library.compile(sl.trace(doubled_when_ready, CONSUMER, {"BLOCK": 64}), "sm_90a")
-    signals = library.compile(sl.trace(counted_slow_count, PRODUCER, {"BLOCK": 64}), "sm_90a")
+    signals = library.compile(sl.trace(slow_count, PRODUCER, SIGNALS), "sm_90a")
     counts = library.compile(sl.trace(tickets, TICKETS, {}), "sm_90a")
     assert parse_kernel_header(waits)["doubled_when_ready"].early_launch
-    assert not parse_kernel_header(signals)["counted_slow_count"].early_launch
+    assert not parse_kernel_header(signals)["slow_count"].early_launch
     assert "ld.acquire.gpu.global.b32" in waits and "fence.proxy.async.global;" in waits
     # The wait follows the store that does not depend on the other kernel.
     assert waits.index("ld.acquire.gpu") > waits.index("st.global")

@@ -18,7 +18,8 @@ import sage.language as sl
 from sage.runtime import parse_kernel_header
 from test_language_kernels import doubled_after, slow_count
 
-PRODUCER = [sl.ArgSpec(sl.pointer_type(sl.float32))] * 2 + [sl.ArgSpec(sl.int32)] * 2
+PRODUCER = [sl.ArgSpec(sl.pointer_type(sl.float32))] * 2 + \
+    [sl.ArgSpec(sl.pointer_type(sl.int32))] + [sl.ArgSpec(sl.int32)] * 2
 CONSUMER = [sl.ArgSpec(sl.pointer_type(sl.float32))] * 3 + [sl.ArgSpec(sl.int32)]
 
 
@@ -26,7 +27,7 @@ def test_the_interpreter_runs_the_pair_in_order():
     n, block = 256, 64
     x = np.arange(n, dtype=np.float32)
     y, z, ids = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(4, np.float32)
-    sl.interpret(slow_count, n // block, [x, y, n, 5], {"BLOCK": block})
+    sl.interpret(slow_count, n // block, [x, y, np.zeros(1, np.int32), n, 5], {"BLOCK": block})
     sl.interpret(doubled_after, n // block, [y, z, ids, n], {"BLOCK": block})
     np.testing.assert_array_equal(z, 2 * (x + 5))
     np.testing.assert_array_equal(ids, np.arange(4))

@@ -167,15 +167,19 @@ def cluster_sums(x, partial, out, N, CLUSTER: sl.constexpr, BLOCK: sl.constexpr)
     sl.store(out, sl.sum(parts, axis=1), (0, program), (1, 1), (1, sl.num_programs(0)))
 
 
-def slow_count(x, y, N, ROUNDS, BLOCK: sl.constexpr):
+def slow_count(x, y, ready, N, ROUNDS, BLOCK: sl.constexpr, SIGNAL: sl.constexpr = False):
     """y = x + ROUNDS (1 x N, f32), one add a round: a kernel that takes a
-    while. It lets the next kernel of the stream start at once."""
+    while. It lets the next kernel of the stream start at once. With SIGNAL,
+    ``ready[program]`` (i32) is raised by one once the program's block of y
+    is stored (``ready`` is not read otherwise)."""
     sl.launch_dependents()
     program = sl.program_id(0)
     t = sl.load(x, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
     for _ in sl.range(0, ROUNDS):
         t = t + 1.0
     sl.store(y, t, (0, program * BLOCK), (N, 1), (1, N))
+    if SIGNAL:
+        sl.counter_add(ready + program, 1)
 
 
 def doubled_after(y, z, ids, N, BLOCK: sl.constexpr):
@@ -187,18 +191,6 @@ def doubled_after(y, z, ids, N, BLOCK: sl.constexpr):
     sl.grid_dependency_wait()
     t = sl.load(y, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
     sl.store(z, t * 2.0, (0, program * BLOCK), (N, 1), (1, N))
-
-
-def counted_slow_count(x, y, ready, N, ROUNDS, BLOCK: sl.constexpr):
-    """:func:`slow_count`, then ``ready[program]`` raised by one once the
-    program's block of y is stored."""
-    sl.launch_dependents()
-    program = sl.program_id(0)
-    t = sl.load(x, (1, BLOCK), (0, program * BLOCK), (N, 1), (1, N))
-    for _ in sl.range(0, ROUNDS):
-        t = t + 1.0
-    sl.store(y, t, (0, program * BLOCK), (N, 1), (1, N))
-    sl.counter_add(ready + program, 1)
 
 
 def doubled_when_ready(y, z, ids, ready, N, BLOCK: sl.constexpr):

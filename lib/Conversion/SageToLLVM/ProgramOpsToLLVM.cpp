@@ -79,55 +79,57 @@ struct GridDependencyLowering : public OpConversionPattern<Op> {
 
 /// Counters are the program's, not a thread's: thread 0 touches them, the
 /// others meet it at barriers. Outside warp specialisation only, where
-/// thread 0 is one of the threads that run the op.
-static LogicalResult checkAllThreadsRun(Operation *op) {
-  if (sagegpu::getWarpRole(op) != sagegpu::WarpRole::All)
-    return op->emitOpError()
-           << "needs every thread of the program, not a warp-specialised "
-              "role's";
-  return success();
-}
-
-static Value globalAddress(OpBuilder &b, Location loc, Value ptr) {
-  return LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), ptr);
-}
+/// thread 0 is one of the threads that run the op. Subclasses lower the op
+/// from thread 0's operands: its thread id and the counter's address.
+template <typename Op> struct CounterLowering : public OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rw) const override {
+    if (sagegpu::getWarpRole(op) != sagegpu::WarpRole::All)
+      return op->emitOpError() << "needs every thread of the program, not a "
+                                  "warp-specialised role's";
+    Location loc = op.getLoc();
+    Value tid = NVVM::ThreadIdXOp::create(rw, loc, rw.getI32Type());
+    Value address = LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(),
+                                             adaptor.getCounter());
+    lower(op, adaptor, rw, tid, address);
+    return success();
+  }
+  virtual void lower(Op op, typename Op::Adaptor adaptor,
+                     ConversionPatternRewriter &rw, Value tid,
+                     Value address) const = 0;
+};
 
 // The program's writes before the op are ordered before thread 0's add by
 // the barrier (CTA scope); the add, acq_rel at GPU scope, releases them with
 // its own (cumulativity) and acquires what the counter's earlier adds
 // released. Thread 0 hands the old value to the others through shared
 // memory, where it is used.
-struct CounterAddLowering : public OpConversionPattern<CounterAddOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(CounterAddOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
-    if (failed(checkAllThreadsRun(op)))
-      return failure();
+struct CounterAddLowering : public CounterLowering<CounterAddOp> {
+  using CounterLowering::CounterLowering;
+  void lower(CounterAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rw,
+             Value tid, Value address) const override {
     Location loc = op.getLoc();
     Type i32 = rw.getI32Type();
     barrier(rw, loc, op);
-    Value tid = NVVM::ThreadIdXOp::create(rw, loc, i32);
-    Value address = globalAddress(rw, loc, adaptor.getCounter());
     if (op.getOld().use_empty()) {
       inlinePtx(rw, loc, Type(), {tid, address, adaptor.getValue()},
                 "{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; "
                 "@p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; }",
                 "r,l,r");
       rw.eraseOp(op);
-      return success();
+      return;
     }
-    Value slot = sharedAddress(
-        rw, loc, LLVM::ConstantOp::create(rw, loc, i32, getScratchOffset(op)));
-    inlinePtx(rw, loc, Type(), {tid, address, adaptor.getValue(), slot},
-              "{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; "
-              "@p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; "
-              "@p st.shared.b32 [$3], old; }",
-              "r,l,r,r");
+    Value offset = LLVM::ConstantOp::create(rw, loc, i32, getScratchOffset(op));
+    inlinePtx(
+        rw, loc, Type(),
+        {tid, address, adaptor.getValue(), sharedAddress(rw, loc, offset)},
+        "{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; "
+        "@p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; "
+        "@p st.shared.b32 [$3], old; }",
+        "r,l,r,r");
     barrier(rw, loc, op);
-    rw.replaceOp(op, loadScratch(rw, loc, i32,
-                                 LLVM::ConstantOp::create(
-                                     rw, loc, i32, getScratchOffset(op))));
-    return success();
+    rw.replaceOp(op, loadScratch(rw, loc, i32, offset));
   }
 };
 
@@ -135,18 +137,13 @@ struct CounterAddLowering : public OpConversionPattern<CounterAddOp> {
 // thread fences the generic proxy against the async one (TMA copies read
 // what the counter released) and meets the others at the barrier, which
 // extends thread 0's acquire to them.
-struct CounterWaitLowering : public OpConversionPattern<CounterWaitOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(CounterWaitOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rw) const override {
-    if (failed(checkAllThreadsRun(op)))
-      return failure();
+struct CounterWaitLowering : public CounterLowering<CounterWaitOp> {
+  using CounterLowering::CounterLowering;
+  void lower(CounterWaitOp op, OpAdaptor adaptor, ConversionPatternRewriter &rw,
+             Value tid, Value address) const override {
     Location loc = op.getLoc();
-    Value tid = NVVM::ThreadIdXOp::create(rw, loc, rw.getI32Type());
     // The braces scope the labels to this instance.
-    inlinePtx(rw, loc, Type(),
-              {tid, globalAddress(rw, loc, adaptor.getCounter()),
-               adaptor.getTarget()},
+    inlinePtx(rw, loc, Type(), {tid, address, adaptor.getTarget()},
               "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\t"
               "setp.ne.u32 p, $0, 0;\n\t@p bra sage_counter_done;\n\t"
               "sage_counter_poll:\n\t"
@@ -158,7 +155,6 @@ struct CounterWaitLowering : public OpConversionPattern<CounterWaitOp> {
     inlinePtx(rw, loc, Type(), {}, "fence.proxy.async.global;", "");
     barrier(rw, loc, op);
     rw.eraseOp(op);
-    return success();
   }
 };
 

@@ -422,12 +422,13 @@ def test_an_early_launched_kernel_reads_what_the_previous_one_wrote():
     slow kernel wrote, every time; what it wrote before the wait is there."""
     from test_language_kernels import doubled_after, slow_count
     producer, consumer = sage.jit(slow_count), sage.jit(doubled_after)
+    unused = torch.zeros(1, device="cuda", dtype=torch.int32)
     n, block, rounds = 1 << 20, 1024, 4000
     x = torch.arange(n, device="cuda", dtype=torch.float32) % 1000
     for trial in range(3):
         y, z = torch.zeros_like(x), torch.zeros_like(x)
         ids = torch.full((n // block,), -1.0, device="cuda")
-        producer[(n // block,)](x, y, n, rounds + trial, BLOCK=block)
+        producer[(n // block,)](x, y, unused, n, rounds + trial, BLOCK=block)
         consumer[(n // block,)](y, z, ids, n, BLOCK=block)
         torch.cuda.synchronize()
         assert torch.equal(z, 2 * (x + rounds + trial)), f"trial {trial}"
@@ -435,7 +436,8 @@ def test_an_early_launched_kernel_reads_what_the_previous_one_wrote():
     device = torch.cuda.current_device()
     compiled = consumer.compile(y, z, ids, n, BLOCK=block).compiled
     assert compiled.info.early_launch and compiled.load(device).early_launch
-    assert not producer.compile(x, y, n, rounds, BLOCK=block).compiled.load(device).early_launch
+    assert not producer.compile(x, y, unused, n, rounds,
+                                BLOCK=block).compiled.load(device).early_launch
 
 
 def test_an_early_launched_kernel_waits_on_the_counters_of_the_previous_one(record):
@@ -443,15 +445,15 @@ def test_an_early_launched_kernel_waits_on_the_counters_of_the_previous_one(reco
     after a slow kernel whose programs raise a counter each when their block
     is stored (sl.counter_add): it reads every block, in the reverse order of
     the producer's programs, as the producer left it, every time."""
-    from test_language_kernels import counted_slow_count, doubled_when_ready
-    producer, consumer = sage.jit(counted_slow_count), sage.jit(doubled_when_ready)
+    from test_language_kernels import doubled_when_ready, slow_count
+    producer, consumer = sage.jit(slow_count), sage.jit(doubled_when_ready)
     n, block, rounds = 1 << 20, 1024, 4000
     x = torch.arange(n, device="cuda", dtype=torch.float32) % 1000
     for trial in range(3):
         y, z = torch.zeros_like(x), torch.zeros_like(x)
         ready = torch.zeros(n // block, device="cuda", dtype=torch.int32)
         ids = torch.full((n // block,), -1.0, device="cuda")
-        producer[(n // block,)](x, y, ready, n, rounds + trial, BLOCK=block)
+        producer[(n // block,)](x, y, ready, n, rounds + trial, BLOCK=block, SIGNAL=True)
         consumer[(n // block,)](y, z, ids, ready, n, BLOCK=block)
         torch.cuda.synchronize()
         assert torch.equal(z, 2 * (x + rounds + trial)), f"trial {trial}"

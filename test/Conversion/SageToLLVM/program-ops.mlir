@@ -54,9 +54,9 @@ module attributes {sage.target = "sm_90a"} {
   // CHECK-LABEL: func.func @counters
   // CHECK-SAME: sage.early_launch
   func.func @counters(%c: !sage.ptr<i32>, %n: i32) {
-    // CHECK: nvvm.barrier0
     // CHECK: nvvm.read.ptx.sreg.tid.x
     // CHECK: llvm.ptrtoint
+    // CHECK: nvvm.barrier0
     // CHECK: llvm.inline_asm has_side_effects {{.*}}"{ .reg .pred p; .reg .b32 old; setp.eq.u32 p, $0, 0; @p atom.acq_rel.gpu.global.add.u32 old, [$1], $2; }", "r,l,r"
     // CHECK-NOT: st.shared
     %old = sage.counter_add %c, %n : !sage.ptr<i32>
