@@ -56,6 +56,18 @@ def test_a_wait_that_would_hang_is_an_error():
         sl.interpret(doubled_when_ready, 2, args, {"BLOCK": block})
 
 
+def test_a_counter_outside_its_buffer_is_an_error():
+    def kernel(c, out):
+        sl.counter_add(c + 2, 1)
+    with pytest.raises(sl.CompilationError, match="the counter lies past the end of its buffer"):
+        sl.interpret(kernel, 1, [np.zeros(2, np.int32), np.zeros(1, np.int32)], {})
+
+    def waits(c, out):
+        sl.counter_wait(c + (-1), 0)
+    with pytest.raises(sl.CompilationError, match="lies before the start of its buffer"):
+        sl.interpret(waits, 1, [np.zeros(2, np.int32), np.zeros(1, np.int32)], {})
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda p, c: sl.counter_add(p, 1), "counter_add's counter must point to i32, got "
      "!sage.ptr<f32>"),

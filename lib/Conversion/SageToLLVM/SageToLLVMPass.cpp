@@ -30,9 +30,9 @@ static constexpr unsigned kSharedAddressSpace = 3;
 
 /// Marks the functions that wait for another grid's programs (the previous
 /// kernel's, sage.grid_dependency_wait, or those that raise its counters,
-/// sage.counter_wait): they may start early (kEarlyLaunchAttrName; lowered,
-/// both waits are inline PTX or NVVM ops the header could not tell apart
-/// from others).
+/// sage.counter_wait): they may start early (kEarlyLaunchAttrName, which the
+/// PTX header reads; once lowered, a counter wait is inline PTX that the
+/// header could not recognise).
 static void markEarlyLaunches(ModuleOp module) {
   module.walk([](func::FuncOp func) {
     bool waits = func.walk([](Operation *op) {

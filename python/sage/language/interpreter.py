@@ -117,8 +117,15 @@ class Interpreter:
     def launch_dependents(self) -> None:
         """Launches run one after another here: nothing to signal."""
 
-    def counter_add(self, counter: Value, value: Value) -> Any:
+    @staticmethod
+    def _counter(counter: Value, op: str) -> np.ndarray:
         cell = counter.handle.view()
+        if not len(cell):
+            raise error(f"sl.{op}: the counter lies past the end of its buffer")
+        return cell
+
+    def counter_add(self, counter: Value, value: Value) -> Any:
+        cell = self._counter(counter, "counter_add")
         old = int(cell[0])
         cell[0] = (old + int(value.handle) + 2**31) % 2**32 - 2**31  # wraps, as the GPU's add
         return np.int32(old)
@@ -126,7 +133,7 @@ class Interpreter:
     def counter_wait(self, counter: Value, target: Value) -> None:
         """Launches and their programs run one after another here: a counter
         below its target would never rise."""
-        held = int(counter.handle.view()[0])
+        held = int(self._counter(counter, "counter_wait")[0])
         if held < int(target.handle):
             raise error(f"sl.counter_wait: program {self.program} waits for the counter to "
                         f"reach {int(target.handle)}, but it holds {held} and the interpreter "
