@@ -186,8 +186,10 @@ def counter_wait(counter: Value, target: Scalar) -> None:
     raised it released is visible to the program, TMA copies included.
 
     A program may only wait for programs that run: ones of an earlier launch,
-    earlier programs of its own launch that cannot wait for it, or those of
-    the kernel launched before it on its stream, which it may overlap: a
+    programs of its own launch that started before it and do not wait for it
+    (the start order is a ticket's, a :func:`counter_add` at the program's
+    start, not the program ids'), or those of the kernel launched before it
+    on its stream, which it may overlap: a
     kernel that waits on counters starts early where that kernel calls
     :func:`launch_dependents` (programmatic dependent launch; all of that
     kernel's programs are then resident). The interpreter runs launches and
