@@ -23,6 +23,16 @@ func.func @k() -> i32 attributes {sage.kernel} {
 
 // -----
 
+// expected-error @+1 {{'sage.early_launch' applies to functions only}}
+module attributes {sage.early_launch} {}
+
+// -----
+
+// expected-error @+1 {{'sage.early_launch' must be a unit attribute}}
+func.func @k() attributes {sage.early_launch = 1 : i32} { return }
+
+// -----
+
 // expected-error @+1 {{'sage.shared_memory' applies to functions only}}
 module attributes {sage.shared_memory = 16 : i64} {}
 

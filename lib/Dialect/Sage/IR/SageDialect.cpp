@@ -133,17 +133,24 @@ static LogicalResult verifyFunctionBytes(Operation *op, NamedAttribute attr,
   return success();
 }
 
+/// A unit attribute on a function.
+static LogicalResult verifyFunctionUnit(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitError() << "'" << name << "' applies to functions only";
+  if (!isa<UnitAttr>(attr.getValue()))
+    return op->emitError() << "'" << name << "' must be a unit attribute";
+  return success();
+}
+
 LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == kKernelAttrName) {
     // The attribute survives the lowering from func.func to llvm.func.
-    auto func = dyn_cast<FunctionOpInterface>(op);
-    if (!func)
-      return op->emitError() << "'" << name << "' applies to functions only";
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a unit attribute";
-    if (!func.getResultTypes().empty())
+    if (failed(verifyFunctionUnit(op, attr)))
+      return failure();
+    if (!cast<FunctionOpInterface>(op).getResultTypes().empty())
       return op->emitError() << "a sage kernel must not return values";
     return success();
   }
@@ -218,13 +225,8 @@ LogicalResult SageDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << name << "' must be a unit attribute";
     return success();
   }
-  if (name == kEarlyLaunchAttrName) {
-    if (!isa<FunctionOpInterface>(op))
-      return op->emitError() << "'" << name << "' applies to functions only";
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a unit attribute";
-    return success();
-  }
+  if (name == kEarlyLaunchAttrName)
+    return verifyFunctionUnit(op, attr);
   if (name == kProducerWarpsAttrName) {
     auto warps = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<FunctionOpInterface>(op))
