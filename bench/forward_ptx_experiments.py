@@ -45,14 +45,6 @@ Variants (``--variants``):
   then take the same key blocks); N / BLOCK_M must be even. Measured: 14-15%
   slower than the default at N6K (bench/results/2026-11-27-h100-copy-leaders.md):
   holding two CTAs in step at every refill costs more than the bytes save.
-* ``magic-scores``: the main loop's S accumulated onto the bits of 1.5 *
-  2^23 (:func:`magic_scores`), its accumulators set by 16-byte broadcast
-  shared-memory loads, so that its registers read as f32 hold 1.5 * 2^23 +
-  S and the loop converts none of them; the constant's product with each
-  K-scale factor folds into the exponent's FMA (inexact: one rounding of a
-  constant of the size of 1.5 * 2^23 * factor). Measurement only (P^ may
-  round to 256 where that rounding is large:
-  bench/results/2026-11-27-h100-magic-scores-broadcast.md).
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -425,102 +417,14 @@ def multicast(ptx: str) -> str:
     return "".join(pieces + [ptx[pos:]])
 
 
-#: 1.5 * 2^23: an int32 t with |t| < 2^22 added to its bits reads as the f32
-#: MAGIC + t, exactly.
-MAGIC = 12582912.0
-
-
-def magic_scores(ptx: str) -> str:
-    """The main loop's S accumulated onto the bits of MAGIC instead of 0, so
-    that its registers read as f32 are MAGIC + S exactly (|S| < 2^22: int8
-    products over at most 128 channels): the 64 (D=128) or 128 (D=64)
-    conversions a trip (I2FP) go. The accumulators are set before the group
-    by 16-byte shared-memory loads of a broadcast constant (LDS.128, four
-    registers an instruction; the constant sits just past the kernel's
-    shared memory, stored at the kernel's start). The group maxima lose
-    MAGIC before their K-scale factor multiplies them (one FADD per row and
-    group), and each exponent's FMA takes t + MAGIC with its constant
-    lowered by MAGIC * factor (one FMA per row and group)."""
-    header = _one(r"shared_memory=(\d+)", ptx.split("\n", 1)[0], "kernel header")
-    at = int(header[1])
-    ptx = ptx.replace(header[0], f"shared_memory={at + 16}", 1)
-    start, end = _main_loop(ptx)
-    group = _score_groups(ptx)[0]
-    body = group.group(0)
-    accumulators = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", body).group(1).split(", ")
-    if "setp.ne.b32 p, 0, 0;" not in body:
-        raise ValueError("the S group's first wgmma does not start from zero")
-    loads = "".join(f"\tld.volatile.shared.v4.b32 \t{{{', '.join(accumulators[i:i + 4])}}}, [%xma];\n"
-                    for i in range(0, len(accumulators), 4))
-    body = loads + body.replace("setp.ne.b32 p, 0, 0;", "setp.ne.b32 p, 1, 0;", 1)
-    rest = ptx[group.end():end]
-    converted: dict[str, str] = {}
-
-    def conversion(m: re.Match[str]) -> str:
-        converted[m.group(1)] = m.group(2)
-        return f"mov.b32 \t{m.group(1)}, {m.group(2)};"
-
-    accs = "|".join(re.escape(r) for r in accumulators)
-    rest = re.sub(rf"cvt\.rn\.f32\.s32 \t(%r\d+), ({accs});", conversion, rest)
-    if len(converted) != len(accumulators):
-        raise ValueError(f"{len(converted)} conversions of S's {len(accumulators)} registers")
-    # The row-and-group factors (clamped to the smallest normal).
-    factors = set(re.findall(r"max\.NaN\.f32 \t(%r\d+), %r\d+, 0f00800000;", rest))
-    if not factors:
-        raise ValueError("no K-scale factors in the loop (fine scales without Q-smoothing)")
-    fixes = {"max": 0, "fma": 0}
-    corrected: dict[tuple[str, str], str] = {}
-    extra = []
-
-    def group_max(m: re.Match[str]) -> str:
-        dst, a, b = m.groups()
-        f, x = (a, b) if a in factors else (b, a)
-        if f not in factors or x in factors:
-            return m.group(0)
-        fixes["max"] += 1
-        reg = f"%xg{fixes['max']}"
-        extra.append(reg)
-        return (f"sub.rn.f32 \t{reg}, {x}, {_f32(MAGIC)};\n\t"
-                f"mul.rn.f32 \t{dst}, {f}, {reg};")
-
-    rest = re.sub(r"mul\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+);", group_max, rest)
-
-    def exponent(m: re.Match[str]) -> str:
-        dst, t, f, c = m.groups()
-        if t not in converted or f not in factors:
-            return m.group(0)
-        fixes["fma"] += 1
-        prefix = ""
-        if (f, c) not in corrected:
-            reg = f"%xc{len(corrected)}"
-            corrected[(f, c)] = reg
-            extra.append(reg)
-            prefix = f"fma.rn.f32 \t{reg}, {f}, {_f32(-MAGIC)}, {c};\n\t"
-        return f"{prefix}fma.rn.f32 \t{dst}, {t}, {f}, {corrected[(f, c)]};"
-
-    rest = re.sub(r"fma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", exponent, rest)
-    if fixes["fma"] != len(accumulators) or fixes["max"] == 0:
-        raise ValueError(f"rewrote {fixes['fma']} exponents of {len(accumulators)} and "
-                         f"{fixes['max']} group maxima")
-    ptx = ptx[:start] + body + rest + ptx[end:]
-    # Registers, and the constant stored at the kernel's start (before its
-    # first barrier, which every thread passes before the loop).
-    decl = ptx.index("\t.reg .b32 \t%r<")
-    ptx = (ptx[:decl] + f"\t.reg .b32 \t%xma, %xmv, {', '.join(extra)};\n" + ptx[decl:])
-    first = ptx.index("\tbar.sync \t0;")
-    return (ptx[:first] + f"\tmov.u32 \t%xma, sage_scratch;\n\tadd.u32 \t%xma, %xma, {at};\n"
-            f"\tmov.b32 \t%xmv, {_f32(MAGIC)};\n"
-            "\tst.shared.v4.b32 \t[%xma], {%xmv, %xmv, %xmv, %xmv};\n" + ptx[first:])
-
-
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``multicast``, ``magic-scores``,
+    """``default``, ``split-scores``, ``multicast``,
     ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "multicast", "magic-scores"):
+    if name in ("default", "split-scores", "multicast"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -539,7 +443,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, "
-                     "multicast, magic-scores, ex2-emulation:K, "
+                     "multicast, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -549,8 +453,6 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return split_scores(ptx)
     if spec["kind"] == "multicast":
         return multicast(ptx)
-    if spec["kind"] == "magic-scores":
-        return magic_scores(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

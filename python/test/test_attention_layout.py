@@ -149,6 +149,14 @@ def test_default_forward_plans():
     assert plan(128, fine_scales=False).block_n == 64
     assert emulation_blocks(default_tiles(64, causal=True), fine_scales=True,
                             smooth_q=False)["forward_block_n"] == 64
+    # S from a biased accumulator where it pays: the 256-key plan (D = 64,
+    # fine scales, no mask); the emulation follows.
+    assert plan(64).biased_scores
+    assert not any(p.biased_scores for p in (plan(128), plan(64, causal=True),
+                                             plan(64, smooth_q=True),
+                                             plan(64, fine_scales=False)))
+    assert emulation_blocks(default_tiles(64), fine_scales=True,
+                            smooth_q=False)["biased_scores"]
 
 
 def test_forward_plan_follows_the_quantization():
@@ -159,7 +167,7 @@ def test_forward_plan_follows_the_quantization():
     plan = tiles.forward_tiles(True, False)
     assert (plan.block_m, plan.block_n) == (128, 128)
     assert emulation_blocks(tiles, fine_scales=True, smooth_q=False) == \
-        {"block_m": 64, "block_n": 64, "forward_block_n": 128}
+        {"block_m": 64, "block_n": 64, "forward_block_n": 128, "biased_scores": False}
     with pytest.raises(ValueError, match="block_m .128. must be block_m .64."):
         tiles.forward_tiles(True, True)
     keys = Tiles(64, 64, 4, forward=ForwardTiles(64, 4, block_n=128))

@@ -42,13 +42,12 @@ def _assembles(ptx: str, tmp_path: Path) -> None:
 def test_variant_names():
     assert experiments.parse_variant("default") == {"kind": "default", "programs": 1}
     assert experiments.parse_variant("multicast") == {"kind": "multicast", "programs": 1}
-    assert experiments.parse_variant("magic-scores") == {"kind": "magic-scores", "programs": 1}
     assert experiments.parse_variant("ex2-emulation:4") == {"kind": "ex2-emulation",
                                                             "programs": 1, "every": 4}
     assert experiments.parse_variant("replicas:3:turns:stagger=1400") == {
         "kind": "replicas", "programs": 3, "turns": True, "stagger": 1400}
     for bad in ("replicas", "replicas:1", "replicas:3:fast", "replicas:3:stagger=x", "other",
-                "ex2-emulation", "ex2-emulation:0", "magic-scores:2", "no-k-scale"):
+                "ex2-emulation", "ex2-emulation:0", "magic-scores", "no-k-scale"):
         with pytest.raises(ValueError):
             experiments.parse_variant(bad)
 
@@ -196,45 +195,3 @@ def test_integer_o_names():
     assert experiments.parse_variant("integer-o:check")["check"] is True
     with pytest.raises(ValueError):
         experiments.parse_variant("integer-o:fast")
-
-
-@pytest.mark.parametrize("d", [128, 64])
-def test_magic_scores(library, tmp_path, d):
-    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", d), library)
-    out = experiments.magic_scores(ptx)
-    group = experiments._score_groups(out)[0]
-    accumulators = re.search(r"\{(%r\d+(?:, %r\d+)*)\}", group.group(1)).group(1).split(", ")
-    # The accumulators come from the broadcast constant, four a load, and the
-    # first k-step accumulates onto them.
-    loads = re.findall(r"ld\.volatile\.shared\.v4\.b32 \t\{([^}]*)\}, \[%xma\];",
-                       out[:group.start() + len(group.group(0))])
-    assert [r for words in loads for r in words.split(", ")] == accumulators
-    assert "setp.ne.b32 p, 1, 0;" in group.group(1).split("wgmma.mma_async")[1]
-    # The loop converts none of them; the constant lies past the kernel's
-    # shared memory, which grows by its 16 bytes, and is stored before the
-    # first barrier.
-    start, end = experiments._main_loop(out)
-    assert not any(f"cvt.rn.f32.s32 \t%r" in line and line.endswith(f", {a};")
-                   for a in accumulators for line in out[start:end].split("\n"))
-    old = int(re.search(r"shared_memory=(\d+)", ptx).group(1))
-    assert f"shared_memory={old + 16}" in out.split("\n", 1)[0]
-    assert f"add.u32 \t%xma, %xma, {old};" in out
-    assert out.index("st.shared.v4.b32 \t[%xma]") < out.index("\tbar.sync \t0;")
-    # Each exponent's FMA takes MAGIC + t with a constant lowered by
-    # MAGIC * factor, made once per (factor, constant) pair.
-    magic = experiments._f32(-experiments.MAGIC)
-    pairs = re.findall(rf"fma\.rn\.f32 \t%xc\d+, (%r\d+), {magic}, (%r\d+);", out)
-    assert pairs and len(pairs) == len(set(pairs))
-    assert out[start:end].count(", %xc") == len(accumulators)
-    _assembles(out, tmp_path)
-
-
-def test_magic_scores_arithmetic():
-    """int32 t with |t| < 2^22 added to the bits of 1.5 * 2^23 reads as the f32
-    1.5 * 2^23 + t exactly; the group maximum less MAGIC is exact."""
-    np = pytest.importorskip("numpy")
-    t = np.array([-(2**22) + 1, -5, 0, 1, 2**21, 2**22 - 1], np.int32)
-    bits = np.float32(experiments.MAGIC).view(np.int32) + t
-    x = bits.view(np.float32)
-    assert np.array_equal(x.astype(np.float64) - experiments.MAGIC, t.astype(np.float64))
-    assert np.float32(x.max() - np.float32(experiments.MAGIC)) == t.max()

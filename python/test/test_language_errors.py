@@ -511,3 +511,28 @@ def test_interpreter_checks_the_unsaturated_promise():
                        r"saturate=False: round\(x \* inv\) reaches \[200, 200\], outside "
                        r"\[-127, 127\]"):
         sl.interpret(_unsaturated, 1, [np.full(256, 2.0, np.float32), q, 16], {})
+
+
+def test_bitcast_reads_i32_as_f32_and_back_only():
+    def pointer(a, n):
+        sl.bitcast(a, sl.int64)  # HERE
+
+    expect_error(pointer, [F32, N], {}, "a pointer cannot be bitcast", "# HERE")
+
+    def widths(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.bitcast(t, sl.float16)  # HERE
+
+    expect_error(widths, [F32, N], {}, r"sl.bitcast reads i32 as f32 or f32 as i32, got "
+                 r"f32 to f16", "# HERE")
+
+    def target(a, n):
+        t = sl.load(a, (16, 16), (0, 0), (16, 1), (n, 16))
+        sl.bitcast(t, "int32")  # HERE
+
+    expect_error(target, [F32, N], {}, "bitcast target must be a dtype", "# HERE")
+
+    def floor_int(a, n):
+        sl.floor(n)  # HERE
+
+    expect_error(floor_int, [F32, N], {}, "floor", "# HERE")

@@ -316,3 +316,25 @@ def test_grouped_reduce_and_broadcast_follow_the_bit_groups():
     assert "sage.reduce max %" in ir and "axis 1 groups 6 : tensor<16x32xf32> -> " \
         "tensor<16x4xf32>" in ir
     assert "groups 6 : tensor<16x4xf32> -> tensor<16x32xf32>" in ir
+
+
+def test_bitcast_and_floor():
+    """sl.bitcast keeps the bits (an f32's exponent field read as an integer,
+    a float assembled from bits), in the interpreter and the traced IR;
+    sl.floor rounds toward minus infinity."""
+    def kernel(x, y, z):
+        t = sl.load(x, (4, 8), (0, 0), (8, 1), (4, 8))
+        exponent = sl.bitcast(t, sl.int32) & 0x7F800000
+        sl.store(y, sl.bitcast(exponent - (1 << 23), sl.float32), (0, 0), (8, 1), (4, 8))
+        sl.store(z, sl.floor(t * 3.0), (0, 0), (8, 1), (4, 8))
+
+    x = np.linspace(-40.0, 50.0, 32).astype(np.float32)
+    x[x == 0] = 1.0
+    y, z = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    sl.interpret(kernel, 1, [x, y, z], {})
+    # The power of two at or below |x|, halved; floor(3x).
+    np.testing.assert_array_equal(y, np.exp2(np.floor(np.log2(np.abs(x)))) / 2)
+    np.testing.assert_array_equal(z, np.floor(x * np.float32(3)))
+    ir = sl.trace(kernel, [sl.ArgSpec.pointer(sl.float32)] * 3, {})
+    assert "arith.bitcast" in ir and "tensor<4x8xf32> to tensor<4x8xi32>" in ir
+    assert "math.floor" in ir

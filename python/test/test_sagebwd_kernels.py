@@ -12,6 +12,8 @@ absmax scale of a whole dS tile: ~1e-3 on dQ/dK from 4 flipped bf16 values.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -204,3 +206,22 @@ def test_causal_with_more_queries_than_keys_is_an_error():
     q, k, v, _ = _inputs((1, 1, 1, 70, 40, 64, "float16"))
     with pytest.raises(ValueError, match=r"causal needs seq <= seq_kv, got 70 and 40"):
         interpreted.forward(q, k, v, SageBwdConfig(sm_scale=0.125, causal=True))
+
+
+@pytest.mark.parametrize("name", ["forward_keys_256_d64_tails", "forward_keys_128_d128",
+                                  "forward_keys_128_causal_tails", "gqa_tails_f16",
+                                  "causal_decode_d128"])
+def test_biased_scores_match_the_emulation(name):
+    """The forward with S from a biased accumulator (sage.reference.sagebwd.
+    SCORE_BIAS: truncated factors, snapped units) against the emulation that
+    makes the same decisions, and against the forward without it."""
+    case = CASES[name]
+    q, k, v, _ = _inputs(case)
+    cfg = replace(_config(case), biased_scores=True)
+    o, lse, _ = interpreted.forward(q, k, v, cfg, case[6])
+    fwd = emulate_forward(q, k, v, cfg)
+    assert relative_l2(o, fwd.o) <= TOLERANCE
+    assert relative_l2(lse, fwd.lse) <= TOLERANCE
+    # The snapped units move P^'s rounding, not O beyond it.
+    plain = emulate_forward(q, k, v, _config(case))
+    assert relative_l2(fwd.o, plain.o) <= 5e-3

@@ -6,9 +6,27 @@
 #include "sage/Layout/Encodings.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::sage;
+
+std::optional<uint32_t>
+mlir::sage::getSplatAccumulatorBits(sagegpu::DotOp dot) {
+  DenseElementsAttr value;
+  if (!isWgmma(dot.getMmaKind()) ||
+      !matchPattern(dot.getAcc(), m_Constant(&value)) || !value.isSplat())
+    return std::nullopt;
+  uint32_t bits;
+  if (auto f = dyn_cast<FloatAttr>(value.getSplatValue<Attribute>()))
+    bits = uint32_t(f.getValue().bitcastToAPInt().getZExtValue());
+  else
+    bits = uint32_t(value.getSplatValue<APInt>().getZExtValue());
+  // A zero accumulator is not materialised at all (scale-d 0).
+  if (bits == 0 || value.getElementType().getIntOrFloatBitWidth() != 32)
+    return std::nullopt;
+  return bits;
+}
 
 FailureOr<DotShape> mlir::sage::getDotShape(sagegpu::DotOp op) {
   RankedTensorType result = op.getResult().getType();

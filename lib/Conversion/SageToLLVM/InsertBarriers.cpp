@@ -1,5 +1,6 @@
 //===- InsertBarriers.cpp - order the threads' shared-memory accesses -----===//
 
+#include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
@@ -33,11 +34,16 @@ struct Access {
                        // set-up by its copy leader, tensor-map assembly)
   Value slot;          // the index of the ring slot accessed, if one is
   bool atomic = false; // an mbarrier arrival or wait: they order each other
+  /// Every thread writes these 32 bits to each word of the range, then reads
+  /// it (a dot's splat accumulator): two such accesses with the same bits
+  /// need no barrier between them.
+  std::optional<uint32_t> splat;
   bool overlaps(const Access &o) const { return lo < o.hi && o.lo < hi; }
   /// Whether `later` must wait for this access at a barrier.
   bool hazard(const Access &later) const {
     return overlaps(later) && (write || later.write) &&
-           !(warp0 && later.warp0) && !(atomic && later.atomic);
+           !(warp0 && later.warp0) && !(atomic && later.atomic) &&
+           !(splat && splat == later.splat);
   }
 };
 
@@ -127,6 +133,12 @@ Effects effectsOf(Operation *op) {
     if (isa<SharedTileType>(dot.getLhs().getType()))
       e.accesses.push_back(rangeOf(dot.getLhs(), false, async));
     e.accesses.push_back(rangeOf(dot.getRhs(), false, async));
+    if (std::optional<uint32_t> bits = getSplatAccumulatorBits(dot)) {
+      int64_t lo = getScratchOffset(op);
+      Access splat{lo, lo + getOpScratchBytes(op), true, false};
+      splat.splat = bits;
+      e.accesses.push_back(splat);
+    }
   } else if (auto wait = dyn_cast<DotWaitOp>(op)) {
     // A wgmma reads its operands until the wait that completes it: its
     // reads happen here as well, so a later write is ordered after this

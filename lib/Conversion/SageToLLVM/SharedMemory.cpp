@@ -1,6 +1,7 @@
 //===- SharedMemory.cpp - scratch buffer access ---------------------------===//
 
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
+#include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
@@ -59,6 +60,8 @@ int64_t mlir::sage::getOpScratchBytes(Operation *op) {
     return add.getOld().use_empty() ? 0 : 4; // the old value, handed over
   if (isa<MakeTensorMapOp>(op))
     return MakeTensorMapOp::kBytes; // the map is assembled there
+  if (auto dot = dyn_cast<sagegpu::DotOp>(op))
+    return getSplatAccumulatorBits(dot) ? 16 : 0; // the splat, broadcast
   return 0;
 }
 

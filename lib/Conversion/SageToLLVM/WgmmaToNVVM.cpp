@@ -15,6 +15,7 @@
 #include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Patterns.h"
 #include "sage/Conversion/SageToLLVM/PtxAsm.h"
+#include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/MmaShapes.h"
 #include "sage/Layout/SharedLayouts.h"
 
@@ -228,14 +229,43 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
 
     // The accumulator operand, block by block. A zero accumulator is not
     // materialised: the first K step ignores D (scale-d 0), so its
-    // registers need no zeroing every trip.
+    // registers need no zeroing every trip. A splat constant is stored to
+    // the op's 16 bytes of scratch by every thread (the same bytes: no
+    // barrier) and read back four registers a load, instead of one move a
+    // register every trip; the loads are volatile, so that ptxas neither
+    // forwards the store nor hoists them and copies registers instead.
     bool zeroInit = matchPattern(op.getAcc(), m_Zero()) ||
                     matchPattern(op.getAcc(), m_AnyZeroFloat());
+    std::optional<uint32_t> splat = getSplatAccumulatorBits(op);
+    Value splatAddr;
+    if (splat) {
+      splatAddr =
+          sharedAddress(rw, loc,
+                        LLVM::ConstantOp::create(rw, loc, rw.getI32Type(),
+                                                 getScratchOffset(op)));
+      Value bits =
+          LLVM::ConstantOp::create(rw, loc, rw.getI32Type(), int64_t(*splat));
+      inlinePtx(rw, loc, Type(), {splatAddr, bits},
+                "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r");
+    }
     ValueRange init = adaptor.getAcc();
     SmallVector<Value> accs;
     for (int64_t blk = 0; blk < blocks; ++blk) {
       Value block = LLVM::UndefOp::create(rw, loc, structType);
-      for (int64_t v = 0; v < values && !zeroInit; ++v)
+      for (int64_t v = 0; splat && v < values; v += 4) {
+        auto four = LLVM::LLVMStructType::getLiteral(
+            ctx, SmallVector<Type>(4, accType));
+        Value words = inlinePtx(
+            rw, loc, four, {splatAddr},
+            isInt ? "ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [$4];"
+                  : "ld.volatile.shared.v4.f32 {$0, $1, $2, $3}, [$4];",
+            isInt ? "=r,=r,=r,=r,r" : "=f,=f,=f,=f,r");
+        for (int64_t w = 0; w < 4; ++w)
+          block = LLVM::InsertValueOp::create(
+              rw, loc, block, LLVM::ExtractValueOp::create(rw, loc, words, w),
+              v + w);
+      }
+      for (int64_t v = 0; v < values && !zeroInit && !splat; ++v)
         block = LLVM::InsertValueOp::create(rw, loc, block,
                                             init[blk * values + v], v);
       accs.push_back(block);

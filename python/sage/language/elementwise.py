@@ -43,7 +43,7 @@ _UNARY = {  # name -> (float op, integer op)
     "exp2": ("math.exp2", None), "log2": ("math.log2", None),
     "exp": ("math.exp", None), "log": ("math.log", None),
     "sqrt": ("math.sqrt", None), "abs": ("math.absf", "math.absi"),
-    "neg": ("arith.negf", None),
+    "neg": ("arith.negf", None), "floor": ("math.floor", None),
 }
 _INT_RANGE = {1: (0, 1), 8: (-2**7, 2**7 - 1), 32: (-2**31, 2**31 - 1),
               64: (-2**63, 2**63 - 1)}
@@ -124,6 +124,29 @@ def cast(x: Operand, dtype: DType) -> Value:
     else:
         op = "arith.fptosi"
     return Value(result, backend().cast(op, x, result))
+
+
+def bitcast(x: Operand, dtype: DType) -> Value:
+    """``x``'s bits read as ``dtype`` (``arith.bitcast``), keeping its shape: an
+    i32 as an f32 or back. Integer arithmetic on a float's bits (its
+    exponent field, its low mantissa bits) and floats assembled from bits
+    go through it.
+
+    Raises:
+        CompilationError: for a pointer, or another pair of dtypes.
+    """
+    if not isinstance(dtype, DType):
+        raise error(f"bitcast target must be a dtype such as sl.float32, got {dtype!r}")
+    x = to_value(x)
+    if x.is_pointer:
+        raise error("a pointer cannot be bitcast; use sl.addptr for offsets")
+    if x.dtype == dtype:
+        return x
+    if {x.dtype, dtype} != {int32, float32}:
+        raise error(f"sl.bitcast reads i32 as f32 or f32 as i32, got {x.dtype.mlir} to "
+                    f"{dtype.mlir}")
+    result = with_element(x.type, dtype)
+    return Value(result, backend().cast("arith.bitcast", x, result))
 
 
 def _common_dtype(a: DType, b: DType) -> DType:
@@ -212,7 +235,7 @@ def compare(name: str, a: Operand, b: Operand) -> Value:
 
 
 def unary(name: str, x: Operand) -> Value:
-    """``name(x)`` elementwise: exp2, log2, exp, log, sqrt, abs, neg."""
+    """``name(x)`` elementwise: exp2, log2, exp, log, sqrt, abs, neg, floor."""
     x = to_value(x)
     if x.is_pointer:
         raise error(f"'{name}' is not defined on pointers")
@@ -284,6 +307,11 @@ def exp(x: Operand) -> Value:
 def log(x: Operand) -> Value:
     """Elementwise natural logarithm (floats)."""
     return unary("log", x)
+
+
+def floor(x: Operand) -> Value:
+    """Elementwise round toward minus infinity (floats)."""
+    return unary("floor", x)
 
 
 def sqrt(x: Operand) -> Value:

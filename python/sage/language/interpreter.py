@@ -80,7 +80,7 @@ _ARITH: dict[str, Callable[..., Any]] = {
     "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
     "arith.negf": np.negative, "math.absf": np.abs, "math.absi": np.abs,
     "math.exp2": np.exp2, "math.log2": np.log2, "math.exp": np.exp, "math.log": np.log,
-    "math.sqrt": np.sqrt,
+    "math.sqrt": np.sqrt, "math.floor": np.floor,
     # One rounding: the f32 product is exact in f64, the sum rounds once to f64
     # and again to f32 (a double rounding that differs from fma.rn.f32 only
     # on exact ties).
@@ -232,6 +232,8 @@ class Interpreter:
         return convert(np.where(condition.handle, a.handle, b.handle), element_of(result))
 
     def cast(self, op: str, x: Value, result: Type) -> Any:
+        if op == "arith.bitcast":  # i32 <-> f32: the same bits
+            return np.asarray(x.handle, x.dtype.numpy).view(element_of(result).numpy)[()]
         return convert(x.handle, element_of(result))
 
     def for_loop(self, start: Value, stop: Value, step: Value, inits: Sequence[Value],

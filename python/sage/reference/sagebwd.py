@@ -63,6 +63,41 @@ UNIT_RANGE = 64.0
 K_SCALE_GROUPS = 0b110
 
 
+#: With fine scales (and no Q-smoothing) the forward takes S's integer
+#: part T from the tensor cores already as a float: they accumulate onto the
+#: bits of SCORE_BIAS = 1.5 * 2^23, so that the accumulator read as f32 is
+#: SCORE_BIAS + T exactly (|T| < 2^22: int8 products over at most 256
+#: channels), and no conversion a score remains. Each exponent's FMA takes
+#: SCORE_BIAS + T with its constant lowered by SCORE_BIAS * factor; for that
+#: FMA to round as the FMA of T alone, the row-and-group factor keeps
+#: FACTOR_BITS significant bits (SCORE_BIAS * factor is then exact) and the
+#: exponent's constant log2(Q) - unit is rounded down onto the grid 2^-GRID
+#: of the power of two of the row's largest SCORE_BIAS * factor (the unit
+#: rising by what it lost): :func:`snap_units` (docs/sagebwd.md, "Scores
+#: from a biased accumulator").
+SCORE_BIAS = 12582912.0
+SCORE_BIAS_BITS = int(np.float32(SCORE_BIAS).view(np.int32))
+FACTOR_BITS = 21
+GRID = 22
+
+
+def truncate_factors(factor: np.ndarray) -> np.ndarray:
+    """``factor`` (float32 values) with FACTOR_BITS significant bits, the
+    rest cleared (toward zero), as float64."""
+    bits = np.asarray(factor, np.float32).view(np.int32) & ~((1 << (24 - FACTOR_BITS)) - 1)
+    return bits.view(np.float32).astype(np.float64)
+
+
+def snap_units(unit: np.ndarray, top_factor: np.ndarray, qmax: float) -> np.ndarray:
+    """The units the forward uses for a key block: ``unit`` (a column) raised
+    so that log2(qmax) - unit lies on the grid 2^-GRID of the power of two of
+    SCORE_BIAS * ``top_factor`` (the row's largest truncated factor)."""
+    _, exponent = np.frexp(np.asarray(SCORE_BIAS * top_factor, np.float32))
+    grid = np.exp2(exponent.astype(np.float64) - 1 - GRID)
+    constant = np.floor((np.log2(qmax) - unit) / grid) * grid
+    return np.log2(qmax) - constant
+
+
 @dataclass(frozen=True)
 class SageBwdConfig:
     """The settings of one SageBwd call, as the kernels are specialised.
@@ -86,6 +121,10 @@ class SageBwdConfig:
     #: per query row for dQ and per key column for dK; "block": one scale per
     #: tile for every operand, as the papers write it.
     scales: str = "fine"
+    #: The forward's scores from a biased accumulator (fine scales without
+    #: Q-smoothing: :data:`SCORE_BIAS`): its factors truncated and its units
+    #: snapped as the kernel's (:func:`snap_units`).
+    biased_scores: bool = False
 
     def __post_init__(self) -> None:
         if self.scales not in SCALES:
@@ -341,16 +380,27 @@ def _qk_scales(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slic
             np.full((keys, 1), np.float64(saved.k_scale[b, hk, j])))
 
 
+def biased_factors(sq: np.ndarray, sk: np.ndarray) -> np.ndarray:
+    """The forward's row-and-key factors with biased scores: the float32
+    product of the row's scale (at least the smallest normal) and the key's
+    group scale, at least the smallest normal, truncated to FACTOR_BITS
+    (:func:`truncate_factors`); ``sq`` a (rows, 1), ``sk`` a (keys, 1) column."""
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    row = np.maximum(sq.astype(np.float32), tiny)
+    return truncate_factors(np.maximum(row * sk.T.astype(np.float32), tiny))
+
+
 def _logits(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
-            j: int, ks: slice) -> np.ndarray:
+            j: int, ks: slice, biased: bool = False) -> np.ndarray:
     """The (i, j) tile of S in log2 units: INT8 Q^ K^^T, plus the Q-smoothing GEMV.
 
     With Q-smoothing, ``q_mean_i . (s_K K^_j)^T`` is added to every row (the
-    kernels compute this term in f32 from the dequantized K tile).
+    kernels compute this term in f32 from the dequantized K tile). With
+    ``biased`` the scales multiply as :func:`biased_factors`.
     """
     s = int8_dot(saved.q_q[b, h, qs], saved.k_q[b, hk, ks]).astype(np.float64)
     sq, sk = _qk_scales(saved, b, h, hk, i, qs, j, ks)
-    s *= sq * sk.T
+    s *= biased_factors(sq, sk) if biased else sq * sk.T
     if saved.q_mean is not None:
         k_deq = saved.k_q[b, hk, ks].astype(np.float64) * sk
         s = s + (k_deq @ saved.q_mean[b, h, i].astype(np.float64))[None, :]
@@ -380,6 +430,7 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     batch, heads, n, d = q.shape
     kv_heads, n_kv = k.shape[1], k.shape[2]
     qmax = UINT8_MAX if cfg.fine else INT8_MAX
+    biased = cfg.fine and not cfg.smooth_q and cfg.biased_scores
     o = np.zeros(q.shape, np.float64)
     lse = np.zeros((batch, heads, n), np.float64)
     for b in range(batch):
@@ -393,13 +444,18 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                 acc = np.zeros((q1 - q0, d))
                 stop = min(q0 + cfg.block_m + n_kv - n, n_kv) if cfg.causal else n_kv
                 for j, k0, k1 in blocks(stop, cfg.forward_keys):
-                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))
+                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1), biased)
                     s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n),
                                  s, -np.inf)
                     block_max = s.max(axis=1, keepdims=True)
                     m = np.maximum(m, block_max)
                     new_unit = np.where(m == -np.inf, 0.0,
                                         np.maximum(block_max, m - UNIT_RANGE))
+                    if biased:
+                        sq, sk = _qk_scales(saved, b, h, hk, i, slice(q0, q1), j,
+                                            slice(k0, k1))
+                        new_unit = snap_units(new_unit, biased_factors(sq, sk).max(
+                            axis=1, keepdims=True), qmax)
                     shift = np.exp2(unit - new_unit)
                     p = qmax * np.exp2(s - new_unit)
                     # Rounded to f16 first, as the kernel does (docs/sagebwd.md).

@@ -107,4 +107,52 @@ func.func @pv_carried(%p0: tensor<64x64xbf16>, %v: tensor<64x64xbf16>, %s: tenso
   }
   return %r#1 : tensor<64x64xf32>
 }
+
+// A splat constant accumulator (here the bits of 1.5 * 2^23) is stored to
+// the dot's 16 bytes of scratch by every thread and read back four
+// registers a volatile load (no move a register), and the first K step
+// accumulates onto it. In a loop, no barrier orders those bytes: every
+// thread writes the same ones.
+// CHECK-LABEL: func.func @biased
+// CHECK: scf.for
+// CHECK-NOT: nvvm.barrier0
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r" %{{.*}}, %{{.*}} : (i32, i32) -> ()
+// CHECK-COUNT-8: llvm.inline_asm has_side_effects asm_dialect = att "ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r"
+// CHECK-NOT: ld.volatile.shared
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-2: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 32>, D[<s32>, <one>]
+// CHECK-NOT: nvvm.barrier0
+// CHECK: scf.yield
+// The constant: 0x4B400000.
+// CHECK-LABEL: func.func @biased_bits
+// CHECK: llvm.mlir.constant(1262485504 : i32)
+// CHECK: st.shared.v4.b32
+// Only a splat of 32-bit elements other than 0 is loaded so: a zero
+// accumulator is not materialised at all.
+// CHECK-LABEL: func.func @zero_acc
+// CHECK-NOT: st.shared.v4.b32
+// CHECK: D[<s32>, <zero>]
+func.func @biased(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>, %o: tensor<64x64xf32>,
+                  %n: index) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %bias = arith.constant dense<1262485504> : tensor<64x64xi32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %o) -> (tensor<64x64xf32>) {
+    %t = sage.matmul %q, %k acc %bias contract(1, 1) using wgmma : tensor<64x64xi8>, tensor<64x64xi8> -> tensor<64x64xi32>
+    %f = arith.bitcast %t : tensor<64x64xi32> to tensor<64x64xf32>
+    %s = arith.addf %acc, %f : tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %r : tensor<64x64xf32>
+}
+func.func @biased_bits(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>) -> tensor<64x64xi32> {
+  %bias = arith.constant dense<1262485504> : tensor<64x64xi32>
+  %t = sage.matmul %q, %k acc %bias contract(1, 1) using wgmma : tensor<64x64xi8>, tensor<64x64xi8> -> tensor<64x64xi32>
+  return %t : tensor<64x64xi32>
+}
+func.func @zero_acc(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>) -> tensor<64x64xi32> {
+  %zero = arith.constant dense<0> : tensor<64x64xi32>
+  %t = sage.matmul %q, %k acc %zero contract(1, 1) using wgmma : tensor<64x64xi8>, tensor<64x64xi8> -> tensor<64x64xi32>
+  return %t : tensor<64x64xi32>
+}
 }

@@ -28,6 +28,12 @@ struct OperandTile {
   }
 };
 
+/// The 32 bits every accumulator register of a wgmma dot starts from, when
+/// its accumulator operand is a non-zero splat constant (i32 or f32): the
+/// lowering sets those registers from a 16-byte broadcast in shared memory,
+/// four an instruction, instead of one move each (WgmmaToNVVM.cpp).
+std::optional<uint32_t> getSplatAccumulatorBits(sagegpu::DotOp dot);
+
 /// Sizes of one dot, checked against its instruction.
 struct DotShape {
   int64_t m, n, k;

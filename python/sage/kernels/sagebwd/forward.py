@@ -40,7 +40,10 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bia
                                          load_scale, load_vector, padded_tokens, row_ids,
                                          smoothing_bias)
 from sage.kernels.sagebwd.prepass import quantize_q_block
-from sage.reference.sagebwd import UNIT_RANGE
+from sage.reference.sagebwd import FACTOR_BITS, GRID, SCORE_BIAS, SCORE_BIAS_BITS, UNIT_RANGE
+
+#: The f32 exponent field (bits 23-30).
+EXPONENT_BITS = 0x7F800000
 
 
 def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, o, lse,
@@ -54,7 +57,7 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                     GROUP: sl.constexpr = 1, STAGES: sl.constexpr = 2,
                     WARP_SPECIALIZE: sl.constexpr = False, PING_PONG: sl.constexpr = False,
                     TMA_STORE: sl.constexpr = False, SKEWED: sl.constexpr = True,
-                    PERSISTENT: sl.constexpr = False):
+                    PERSISTENT: sl.constexpr = False, BIASED_SCORES: sl.constexpr = False):
     """O and LSE of one block of BLOCK_M query rows.
 
     q (B, H, N, D) f16/bf16 with strides ``stride_q*``, quantized here into
@@ -77,6 +80,9 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
     with strides ``stride_o*``: f16, bf16 or f32 (the element type of the
     pointer); lse (B, H, N) f32 = log2 of the row's sum of 2^S (log2
     units, smoothed-logit domain).
+    BIASED_SCORES (with K_GROUPS) takes S from a biased accumulator, its
+    factors truncated and its units snapped to a grid (docs/sagebwd.md,
+    "Scores from a biased accumulator"; the emulation follows).
     CAUSAL (needs N <= Nkv; aligned bottom-right) stops at the diagonal
     block. Only the key blocks that need it are masked (the key tail, the
     causal diagonal, and, skewed, block 0, which opens the loop): the loop
@@ -86,6 +92,9 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
     # K's group scales go to the softmax (its per-token scales, each its
     # group's, serve Q-smoothing's bias, which needs K dequantized).
     K_GROUPS = key_groups(BLOCK_N, KV_BLOCK) if FINE_SCALES and not SMOOTH_Q else 0
+    # S from the bits of SCORE_BIAS (K_GROUPS only: the softmax folds the bias
+    # into its per-group factors).
+    BIASED = bool(K_GROUPS) and BIASED_SCORES
 
     def tile(block, head, batch):
         """O and LSE of query block ``block`` of (``head``, ``batch``)."""
@@ -111,6 +120,8 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
         # only after it has finished.
         sl.grid_dependency_wait()
         one = sl.full((1, 1), 1.0, sl.float32)
+        # The accumulator S starts from (BIASED): the bits of SCORE_BIAS.
+        biased = sl.full((BLOCK_M, BLOCK_N), SCORE_BIAS_BITS, sl.int32) if BIASED else None
         # P~'s quantization scale: 1, as the exponent already scales it to [0, Q].
         ones = sl.full((BLOCK_M, 1), 1.0, sl.float32)
         # S = row_scale * T: Q's scale, a positive factor per row, is applied in
@@ -123,8 +134,13 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
 
         def scores(col, MASKED: bool):
             """T of the key block at ``col`` (f32, in flight until used): with
-            K_GROUPS, Q^ K^^T without K's scales (the softmax applies them)."""
+            K_GROUPS, Q^ K^^T without K's scales (the softmax applies them);
+            BIASED, SCORE_BIAS + Q^ K^^T: the tensor cores accumulate onto the
+            bits of SCORE_BIAS, and the accumulator read as f32 holds that sum
+            exactly (no conversion a score)."""
             kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
+            if BIASED:
+                return sl.bitcast(sl.matmul(qt, kt, contract=(1, 1), acc=biased), sl.float32)
             if K_GROUPS:
                 return sl.qmatmul(qt, one, kt, one, contract=(1, 1))
             # The K scales' rows are padded to 16 tokens: whole pairs load as one
@@ -165,11 +181,18 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # S = T * (row scale * group scale), both >= 0: the max of a
                 # group's T scaled is the scaled max. A product below the
                 # smallest normal is raised to it, so that a masked -inf stays
-                # -inf (0 * -inf would be NaN).
+                # -inf (0 * -inf would be NaN). BIASED: t is SCORE_BIAS + T
+                # (the group max less SCORE_BIAS is T's, exactly), and the
+                # factor keeps FACTOR_BITS significant bits, so that
+                # SCORE_BIAS * factor is exact.
                 factor = sl.maximum(row_scale * load_key_group_scales(
                     k_group_scale, kv, col, N_KV, BLOCK_N, KV_BLOCK), SMALLEST_NORMAL)
-                block_max = sl.max(sl.max(t, 1, groups=K_GROUPS) * factor, 1)
-                factor = sl.broadcast(factor, (BLOCK_M, BLOCK_N), groups=K_GROUPS)
+                group_max = sl.max(t, 1, groups=K_GROUPS)
+                if BIASED:
+                    factor = sl.bitcast(sl.bitcast(factor, sl.int32)
+                                        & ~((1 << (24 - FACTOR_BITS)) - 1), sl.float32)
+                    group_max = group_max - SCORE_BIAS
+                block_max = sl.max(group_max * factor, 1)
             else:
                 block_max = sl.max(t, 1) * row_scale
                 factor = row_scale
@@ -177,13 +200,30 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
             # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
             new_unit = sl.where(new_m == float("-inf"), 0.0,
                                 sl.maximum(block_max, new_m - UNIT_RANGE))
-            shift = sl.exp2(unit - new_unit)
             # Q * 2^(S - unit) <= Q: it rounds into [0, Q], no clamp, and the
             # scale folds into the exponent's constant. With FINE_SCALES P~ >= 0
             # takes unsigned bytes (Q = 255, twice the resolution;
             # docs/sagebwd.md), else the papers' [0, 127].
             scheme = sl.uint8_per_token if FINE_SCALES else sl.int8_per_token
-            p = sl.exp2(sl.fma(t, factor, log2(scheme.qmax) - new_unit))
+            constant = log2(scheme.qmax) - new_unit
+            if BIASED:
+                # The exponent's constant log2(Q) - unit rounded down onto the
+                # grid 2^-GRID of the power of two of the row's largest
+                # SCORE_BIAS * factor (the unit rises by what it lost): then
+                # constant - SCORE_BIAS * factor is exact for every group, and
+                # the FMA of SCORE_BIAS + T rounds as the FMA of T would
+                # (docs/sagebwd.md, "Scores from a biased accumulator").
+                top = sl.bitcast(sl.max(factor, 1) * SCORE_BIAS, sl.int32) & EXPONENT_BITS
+                grid = top - (GRID << 23)
+                constant = sl.floor(constant * sl.bitcast((254 << 23) - grid, sl.float32)) \
+                    * sl.bitcast(grid, sl.float32)
+                new_unit = log2(scheme.qmax) - constant
+                constant = sl.broadcast(sl.fma(factor, -SCORE_BIAS, constant),
+                                        (BLOCK_M, BLOCK_N), groups=K_GROUPS)
+            if K_GROUPS:
+                factor = sl.broadcast(factor, (BLOCK_M, BLOCK_N), groups=K_GROUPS)
+            shift = sl.exp2(unit - new_unit)
+            p = sl.exp2(sl.fma(t, factor, constant))
             # Rounded to f16 first: pairs of f16 round to bytes on the FMA
             # pipe (docs/sagebwd.md, "P~ through f16").
             p_q, _ = sl.quantize(p.to(sl.float16), scheme, scale=ones, saturate=False)

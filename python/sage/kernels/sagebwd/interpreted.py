@@ -119,7 +119,8 @@ def forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, cfg: SageBwdConfig,
     shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
     tiles = Tiles(cfg.block_m, cfg.block_n,
                   forward=ForwardTiles(cfg.block_m, 4, block_n=cfg.forward_keys,
-                                       persistent=persistent))
+                                       persistent=persistent,
+                                       biased_scores=cfg.biased_scores))
     if cfg.causal and n > shape.n_kv:
         raise ValueError(f"causal needs seq <= seq_kv, got {n} and {shape.n_kv}")
     tensors = {"q": token_tensor(q, dtype, layout), "k": token_tensor(k, dtype, layout),

@@ -77,6 +77,11 @@ class ForwardTiles:
     tma_store: bool = False
     skewed: bool = True
     persistent: bool = False
+    #: S from a biased accumulator (fine scales without Q-smoothing; see
+    #: :data:`~sage.reference.sagebwd.SCORE_BIAS`): no conversion a score,
+    #: a few instructions a row and key group more. Its units differ (they
+    #: are snapped), so the emulation follows it (:func:`emulation_blocks`).
+    biased_scores: bool = False
 
     def programs_per_sm(self) -> int:
         """The programs of this plan a multiprocessor holds at once, by
@@ -207,15 +212,17 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     elif fine:
         keys, registers = (None, 128) if causal else (256, None)
     forward = ForwardTiles(64, 4, maxnreg=registers, block_n=keys, skewed=False,
-                           tma_store=True)
+                           tma_store=True, biased_scores=fine and keys == 256)
     return Tiles(64, 64, 4 if d == 64 else 8, forward=forward)
 
 
-def emulation_blocks(tiles: Tiles, *, fine_scales: bool, smooth_q: bool) -> dict[str, int]:
-    """The block sizes of the float64 emulation that follows ``tiles``
-    (``SageBwdConfig``'s ``block_m``, ``block_n`` and ``forward_block_n``)."""
+def emulation_blocks(tiles: Tiles, *, fine_scales: bool, smooth_q: bool) -> dict[str, Any]:
+    """The block sizes and decisions of the float64 emulation that follows
+    ``tiles`` (``SageBwdConfig``'s ``block_m``, ``block_n``,
+    ``forward_block_n`` and ``biased_scores``)."""
+    plan = tiles.forward_tiles(fine_scales, smooth_q)
     return {"block_m": tiles.block_m, "block_n": tiles.block_n,
-            "forward_block_n": tiles.forward_tiles(fine_scales, smooth_q).block_n}
+            "forward_block_n": plan.block_n, "biased_scores": plan.biased_scores}
 
 
 def grids(shape: Shape, tiles: Tiles, *, fine_scales: bool, smooth_q: bool,
@@ -274,7 +281,8 @@ def forward_constexprs(shape: Shape, tiles: Tiles, *, causal: bool, smooth_q: bo
                 SMOOTH_Q=smooth_q, FINE_SCALES=fine_scales, KV_BLOCK=tiles.block_n,
                 GROUP=shape.heads // shape.kv_heads, STAGES=plan.stages,
                 WARP_SPECIALIZE=plan.warp_specialize, PING_PONG=plan.ping_pong,
-                TMA_STORE=plan.tma_store, SKEWED=plan.skewed, PERSISTENT=plan.persistent)
+                TMA_STORE=plan.tma_store, SKEWED=plan.skewed, PERSISTENT=plan.persistent,
+                BIASED_SCORES=plan.biased_scores)
 
 
 def constexprs(name: str, shape: Shape, tiles: Tiles, *, causal: bool = False,
