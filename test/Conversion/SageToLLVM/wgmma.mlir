@@ -155,4 +155,16 @@ func.func @zero_acc(%q: tensor<64x64xi8>, %k: tensor<64x64xi8>) -> tensor<64x64x
   %t = sage.matmul %q, %k acc %zero contract(1, 1) using wgmma : tensor<64x64xi8>, tensor<64x64xi8> -> tensor<64x64xi32>
   return %t : tensor<64x64xi32>
 }
+
+// An f32 splat (bf16 operands) loads as f32 words: 1.0 is 0x3F800000.
+// CHECK-LABEL: func.func @splat_f32
+// CHECK: llvm.mlir.constant(1065353216 : i32)
+// CHECK: st.shared.v4.b32
+// CHECK-COUNT-8: "ld.volatile.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r"
+// CHECK: D[<f32>, <one>]
+func.func @splat_f32(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x64xf32> {
+  %one = arith.constant dense<1.0> : tensor<64x64xf32>
+  %t = sage.matmul %a, %b acc %one contract(1, 1) using wgmma : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+  return %t : tensor<64x64xf32>
+}
 }
