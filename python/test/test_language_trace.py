@@ -282,3 +282,25 @@ def test_natural_exp_and_log_compile(function, tmp_path):
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                             env=env, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_collector_is_paused_around_the_loop_rewrites_ast_work():
+    """CPython 3.11's AST conversions check their recursion depth, which a
+    collection running finalizers midway can upset ("AST constructor
+    recursion depth mismatch", seen in this suite): the rewrite parses and
+    compiles with the collector paused, and restores it as it found it."""
+    import gc
+
+    from sage.language.loops import _collector_paused
+
+    assert gc.isenabled()
+    with _collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -154,6 +154,7 @@ def test_candidates_keep_block_n_and_fit_the_tiles(d, causal, fine, smooth_q):
     assert plans[0] == default and 3 <= len(plans) <= 5 and len(set(plans)) == len(plans)
     for each in plans:
         assert isinstance(each, ForwardTiles) and each.block_n == default.block_n
+        assert each.biased_scores == default.biased_scores  # the units' rounding
         assert replace(tiles, forward=each).forward_tiles(fine, smooth_q) == each
         assert each.stages == default.stages and each.tma_store == default.tma_store
     rows = {each.block_m for each in plans}

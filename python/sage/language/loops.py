@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import gc
 import inspect
 import textwrap
 import weakref
@@ -322,6 +323,22 @@ def _resolves_to(globals_: dict, closure: dict, expr: ast.expr, target: Any) -> 
     return obj is target
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection inside: CPython 3.11 (3.11.7 here) checks the
+    recursion depth of its AST conversions, and a collection that runs
+    finalizers in the middle of one can fail that check with "SystemError:
+    AST constructor recursion depth mismatch" (seen in the tests, depending
+    on what the collector finds)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def rewrite(fn: Callable) -> Callable:
     """``fn`` recompiled with its ``sl.range`` loops rewritten (cached per function)."""
     cached = _CACHE.get(fn)
@@ -333,7 +350,8 @@ def rewrite(fn: Callable) -> Callable:
     except (OSError, TypeError):  # no source: fine unless it has sl.range loops
         _CACHE[fn] = fn
         return fn
-    tree = ast.parse(textwrap.dedent("".join(lines)))
+    with _collector_paused():
+        tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first - 1)
     function = tree.body[0]
     if not isinstance(function, ast.FunctionDef):
@@ -358,7 +376,9 @@ def rewrite(fn: Callable) -> Callable:
     ast.copy_location(factory, function)
     module = ast.fix_missing_locations(ast.Module([factory], type_ignores=[]))
     namespace: dict[str, Any] = {}
-    exec(compile(module, filename, "exec"), fn.__globals__, namespace)
+    with _collector_paused():
+        code = compile(module, filename, "exec")
+    exec(code, fn.__globals__, namespace)
     rewritten = namespace["__sage_factory"](run_range_loop, *closure.values())
     rewritten.__defaults__ = fn.__defaults__
     rewritten.__kwdefaults__ = fn.__kwdefaults__

@@ -202,6 +202,10 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     0.0153 against 0.0144 vs SDPA at sigma = 1), 64 when causal, capped at
     128 registers (no spills) so that four programs share an SM: 1.10x the
     128-key plans (bench/results/2026-11-26-h100-forward-plans-final.md).
+    The 256-key plan takes S from a biased accumulator (``biased_scores``:
+    its loop 972 -> 934 instructions, the kernel 1.2-1.9% faster; at D=128
+    the same change saves nothing and spills:
+    bench/results/2026-11-27-h100-biased-scores.md).
     The emulation follows: its blocks come from the same tiles
     (:func:`emulation_blocks`).
     """

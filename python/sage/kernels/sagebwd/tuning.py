@@ -5,10 +5,11 @@ a register cap, the key loop skewed or in dependency order, a producer
 warpgroup, ping-pong) depends on the GPU and on the problem.
 :func:`candidates` gives a short list of plans per case, built from
 :func:`~sage.kernels.sagebwd.launch.default_tiles` (the default first).
-Every candidate keeps the default's key block ``block_n``: it is the
-granule of P~'s quantization (its scales follow the key blocks), so O and
-the LSE do not depend on the choice, and the float64 emulation follows the
-same ``block_n`` (:func:`~sage.kernels.sagebwd.launch.emulation_blocks`).
+Every candidate keeps the default's key block ``block_n`` (the granule of
+P~'s quantization: its scales follow the key blocks) and its
+``biased_scores`` (which snaps P~'s units), so O and the LSE do not depend
+on the choice, and the float64 emulation follows the same decisions
+(:func:`~sage.kernels.sagebwd.launch.emulation_blocks`).
 The pre-pass and the backward keep their tiles: their blocks fix the
 scales the backward reads.
 
