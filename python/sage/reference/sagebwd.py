@@ -391,16 +391,17 @@ def biased_factors(sq: np.ndarray, sk: np.ndarray) -> np.ndarray:
 
 
 def _logits(saved: QuantizedInputs, b: int, h: int, hk: int, i: int, qs: slice,
-            j: int, ks: slice, biased: bool = False) -> np.ndarray:
+            j: int, ks: slice, factors: np.ndarray | None = None) -> np.ndarray:
     """The (i, j) tile of S in log2 units: INT8 Q^ K^^T, plus the Q-smoothing GEMV.
 
     With Q-smoothing, ``q_mean_i . (s_K K^_j)^T`` is added to every row (the
-    kernels compute this term in f32 from the dequantized K tile). With
-    ``biased`` the scales multiply as :func:`biased_factors`.
+    kernels compute this term in f32 from the dequantized K tile). ``factors``
+    (rows x keys), where given, replace the product of the scales
+    (:func:`biased_factors`).
     """
     s = int8_dot(saved.q_q[b, h, qs], saved.k_q[b, hk, ks]).astype(np.float64)
     sq, sk = _qk_scales(saved, b, h, hk, i, qs, j, ks)
-    s *= biased_factors(sq, sk) if biased else sq * sk.T
+    s *= sq * sk.T if factors is None else factors
     if saved.q_mean is not None:
         k_deq = saved.k_q[b, hk, ks].astype(np.float64) * sk
         s = s + (k_deq @ saved.q_mean[b, h, i].astype(np.float64))[None, :]
@@ -444,7 +445,9 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                 acc = np.zeros((q1 - q0, d))
                 stop = min(q0 + cfg.block_m + n_kv - n, n_kv) if cfg.causal else n_kv
                 for j, k0, k1 in blocks(stop, cfg.forward_keys):
-                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1), biased)
+                    factors = biased_factors(*_qk_scales(
+                        saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1))) if biased else None
+                    s = _logits(saved, b, h, hk, i, slice(q0, q1), j, slice(k0, k1), factors)
                     s = np.where(_valid_mask(rows, np.arange(k0, k1), cfg.causal, n_kv - n),
                                  s, -np.inf)
                     block_max = s.max(axis=1, keepdims=True)
@@ -452,10 +455,8 @@ def emulate_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
                     new_unit = np.where(m == -np.inf, 0.0,
                                         np.maximum(block_max, m - UNIT_RANGE))
                     if biased:
-                        sq, sk = _qk_scales(saved, b, h, hk, i, slice(q0, q1), j,
-                                            slice(k0, k1))
-                        new_unit = snap_units(new_unit, biased_factors(sq, sk).max(
-                            axis=1, keepdims=True), qmax)
+                        new_unit = snap_units(new_unit, factors.max(axis=1, keepdims=True),
+                                              qmax)
                     shift = np.exp2(unit - new_unit)
                     p = qmax * np.exp2(s - new_unit)
                     # Rounded to f16 first, as the kernel does (docs/sagebwd.md).
