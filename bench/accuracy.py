@@ -702,7 +702,8 @@ def emulated_metrics(spec: Inputs, config: Config, base_seed: int,
                      tiles: Tiles | None = None) -> dict[str, dict[str, float]]:
     """SageBwd (the float64 emulation) against exact attention for one case, on the CPU."""
     x = make_inputs(spec, base_seed)
-    tiles = tiles or default_tiles(spec.d, config.smooth_q, causal=config.causal)
+    tiles = tiles or default_tiles(spec.d, config.smooth_q, causal=config.causal,
+                                   n_kv=spec.n_kv or spec.n)
     cfg = SageBwdConfig(sm_scale=spec.d ** -0.5, causal=config.causal,
                         smooth_k=config.smooth_k, smooth_q=config.smooth_q,
                         **emulation_blocks(tiles, fine_scales=True, smooth_q=config.smooth_q),

@@ -5,8 +5,9 @@
 
 The default forward plan (launch.default_tiles: 64 query rows on one
 warpgroup, 128 keys, in dependency order, O by the copy engine) and others
-(:data:`PLANS`: two, three or four programs an SM, the loop skewed, 64 or 256 keys, 128 rows on
-two consumer warpgroups beside a producer warpgroup, with ping-pong, skewed or not;
+(:data:`PLANS`: two, three or four programs an SM, the loop skewed, 64 or 256
+keys (S from a biased accumulator or not), 128 rows on two consumer
+warpgroups beside a producer warpgroup, with ping-pong, skewed or not;
 ``persistent``: the default made persistent). This times the
 forward (pre-pass included, as in bench/attention_speed.py) at each plan,
 causal and not, in one process, next to cuDNN SDPA on the same inputs,
@@ -57,6 +58,9 @@ PLANS: dict[str, ForwardTiles | Callable[[ForwardTiles], ForwardTiles] | None] =
                                               persistent=True),
     "64-keys": ForwardTiles(64, 4, skewed=False, tma_store=True),
     "256-keys": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True),
+    # S from a biased accumulator (fine scales without Q-smoothing).
+    "256-keys-biased": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True,
+                                    biased_scores=True),
     "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
                                      skewed=False, tma_store=True),
     "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
@@ -112,12 +116,12 @@ def study(d: int, causal: bool, n: int = 4096, batch: int = 4, heads: int = 32,
     rows = []
     for name in plans:
         plan = PLANS[name]
-        default = default_tiles(d, causal=causal)
+        default = default_tiles(d, causal=causal, n_kv=n)
         if callable(plan):
             plan = plan(default.forward_tiles(True, False))
         tiles = None if plan is None else replace(default, forward=plan)
         row: dict[str, Any] = {"d": d, "n": n, "causal": causal, "plan": name,
-                               "tiles": str(tiles or default_tiles(d, causal=causal)),
+                               "tiles": str(tiles or default),
                                "cudnn_ms": cudnn_ms, "cudnn_clocks": cudnn_clocks}
         try:
             o = forward(q, k, v, causal=causal, tiles=tiles)[0]

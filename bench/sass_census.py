@@ -611,8 +611,8 @@ def variant_ptx(variant: Variant, library: Any) -> tuple[str, dict[str, Any]]:
     from sage.kernels.sagebwd.launch import (KERNELS, Shape, arg_specs,  # noqa: PLC0415
                                              constexprs, default_tiles)
 
-    tiles = default_tiles(variant.d, causal=variant.causal)
     shape = Shape(4, 32, 32, 4096, 4096, variant.d)
+    tiles = default_tiles(variant.d, causal=variant.causal, n_kv=shape.n_kv)
     consts = constexprs(variant.kernel, shape, tiles, causal=variant.causal, smooth_k=True,
                         smooth_q=False, fine_scales=True)
     text = sl.trace(KERNELS[variant.kernel], arg_specs(variant.kernel, sl.bfloat16),

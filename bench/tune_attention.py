@@ -82,7 +82,7 @@ def run_case(case: AttentionCase, timer: timing.Timer) -> dict[str, Any]:
         raise RuntimeError("the first call chose no plan by timing or from disk (is "
                            "SAGE_TUNE_ATTENTION=0?)")
     row = {"case": case.name, **asdict(case), **tuning_row(made), "first_call_s": first_call_s}
-    default = default_tiles(case.d, causal=case.causal)
+    default = default_tiles(case.d, causal=case.causal, n_kv=case.n)
     row["default_forward"] = timer(lambda: torch_ops.forward(q, k, v, causal=case.causal,
                                                              tiles=default))
     row["tuned_forward"] = timer(lambda: torch_ops.forward(q, k, v, causal=case.causal))

@@ -74,7 +74,7 @@ def layer_errors(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray,
                  options: AttentionOptions, causal: bool = True) -> dict[str, Any]:
     """SageBwd (emulated) vs exact attention on one layer's inputs: per tensor
     ``{"cos", "rel_l2"}``, plus the inputs' sigma (std of q and k)."""
-    cfg = options.sagebwd_config(q.shape[-1], causal)
+    cfg = options.sagebwd_config(q.shape[-1], causal, n_kv=k.shape[2])
     fwd = emulate_forward(q, k, v, cfg)
     sage = emulate_backward(fwd, do, v, cfg, "bfloat16")
     ref = attention_reference(q, k, v, do, cfg.sm_scale, causal=causal)

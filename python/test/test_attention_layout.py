@@ -136,8 +136,8 @@ def test_runtime_args_names_what_is_missing():
 def test_default_forward_plans():
     """The measured defaults (launch.default_tiles), with fine scales: at
     D=128 128-key blocks and three programs an SM (168 registers); at D=64
-    256-key blocks, or 64 when causal, then four programs an SM (128
-    registers). The emulation's blocks follow."""
+    256-key blocks, or 64 when causal at up to 2048 keys, then four programs
+    an SM (128 registers). The emulation's blocks follow."""
     def plan(d, **kwargs):
         return default_tiles(d, **kwargs).forward_tiles(kwargs.get("fine_scales", True),
                                                         kwargs.get("smooth_q", False))
@@ -157,6 +157,16 @@ def test_default_forward_plans():
                                              plan(64, fine_scales=False)))
     assert emulation_blocks(default_tiles(64), fine_scales=True,
                             smooth_q=False)["biased_scores"]
+    # Causal at D = 64 the keys decide: 64-key blocks up to 2048 keys (and
+    # where the keys are not given), the unmasked case's biased 256-key plan
+    # above, so that every length of a tuning bucket takes one plan.
+    assert plan(64, causal=True, n_kv=2048) == plan(64, causal=True)
+    long = plan(64, causal=True, n_kv=2049)
+    assert (long.block_n, long.maxnreg, long.biased_scores) == (256, None, True)
+    assert long == plan(64, causal=True, n_kv=16384) == plan(64, n_kv=1024)
+    assert plan(128, causal=True, n_kv=16384) == plan(128, causal=True)
+    assert emulation_blocks(default_tiles(64, causal=True, n_kv=4096), fine_scales=True,
+                            smooth_q=False)["forward_block_n"] == 256
 
 
 def test_forward_plan_follows_the_quantization():

@@ -54,16 +54,17 @@ class AttentionOptions:
             raise ValueError(f"attention backend must be one of {list(BACKENDS)}, "
                              f"got {self.backend!r}")
 
-    def sagebwd_config(self, d: int, causal: bool) -> Any:
+    def sagebwd_config(self, d: int, causal: bool, n_kv: int | None = None) -> Any:
         """The :class:`sage.reference.sagebwd.SageBwdConfig` of these switches
-        at head dim ``d``: softmax scale 1/sqrt(d), bfloat16 output, and the
-        blocks of the kernels' default plan (``launch.default_tiles``), so
-        the CPU backends and the emulation follow the GPU's decisions."""
+        at head dim ``d`` and ``n_kv`` keys: softmax scale 1/sqrt(d), bfloat16
+        output, and the blocks of the kernels' default plan
+        (``launch.default_tiles``), so the CPU backends and the emulation
+        follow the GPU's decisions."""
         from sage.kernels.sagebwd.launch import default_tiles, emulation_blocks
         from sage.reference.sagebwd import SageBwdConfig
 
         fine = self.scales == "fine"
-        blocks = emulation_blocks(default_tiles(d, self.smooth_q, fine, causal),
+        blocks = emulation_blocks(default_tiles(d, self.smooth_q, fine, causal, n_kv=n_kv),
                                   fine_scales=fine, smooth_q=self.smooth_q)
         return SageBwdConfig(sm_scale=1.0 / math.sqrt(d), causal=causal,
                              smooth_k=self.smooth_k, smooth_q=self.smooth_q, **blocks,
@@ -87,7 +88,8 @@ class _CpuSageBwd(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 options: AttentionOptions, causal: bool) -> torch.Tensor:
-        cfg = options.sagebwd_config(q.shape[-1], causal)
+        # (B, N, H, D) tensors.
+        cfg = options.sagebwd_config(q.shape[-1], causal, n_kv=k.shape[1])
         qn, kn, vn = (_to_numpy_bhsd(x) for x in (q, k, v))
         if options.backend == "sage-interpret":
             from sage.kernels.sagebwd import interpreted

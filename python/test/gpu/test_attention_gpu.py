@@ -84,6 +84,9 @@ CASES = {
     "bf16_d128_causal_gqa_n257": Case(2, 4, 2, 257, 257, 128, "bfloat16", causal=True),
     "bf16_d64_mqa_causal_no_smoothing": Case(2, 4, 1, 64, 64, 64, "bfloat16", causal=True,
                                              smooth_k=False),
+    # Causal above 2048 keys at D = 64: the 256-key plan, S from a biased
+    # accumulator (launch.CAUSAL_LONG_KEYS), with tails.
+    "bf16_d64_causal_long_gqa": Case(1, 2, 1, 2100, 2300, 64, "bfloat16", causal=True),
     "f16_d128_smooth_q_tails": Case(2, 4, 2, 100, 257, 128, "float16", smooth_q=True),
     "bf16_d64_bshd_smooth_q": Case(2, 4, 2, 257, 100, 64, "bfloat16", smooth_q=True,
                                    layout="bshd"),

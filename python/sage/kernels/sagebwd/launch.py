@@ -171,8 +171,16 @@ class Tiles:
         return self.num_warps
 
 
+#: The D=64 causal forward takes the 256-key plan of the unmasked case where
+#: the power of two at or above N_kv is at least this (N_kv > 2048: every
+#: length of a tuning bucket, :func:`~sage.kernels.sagebwd.tuning.bucket`,
+#: takes the same plan); below, 64-key blocks at four programs an SM
+#: (bench/results/2026-11-27-h100-d64-causal-keys.md).
+CAUSAL_LONG_KEYS = 4096
+
+
 def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
-                  causal: bool = False) -> Tiles:
+                  causal: bool = False, n_kv: int | None = None) -> Tiles:
     """Block sizes, warps and the forward plan, compiled for sm_90a without
     spills in loops (ptxas -v) but where a plan says so.
 
@@ -197,14 +205,17 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     plan at both head dims: 1.3-1.5x the 128-row plan with a producer
     warpgroup (ping-pong, three stages and a skewed loop did not help: the
     kernel is issue-bound, and other programs on the SM hide latency as well
-    as a producer does). At D=64 the key block follows the mask: 256 keys
-    without (255 registers, no spills: 1.14x faster than 128, O's error
-    0.0153 against 0.0144 vs SDPA at sigma = 1), 64 when causal, capped at
+    as a producer does). At D=64 the key block follows the mask and the
+    keys: 256 keys without a mask (255 registers, no spills: 1.14x faster
+    than 128, O's error 0.0153 against 0.0144 vs SDPA at sigma = 1) and,
+    causal, from ``n_kv`` above half :data:`CAUSAL_LONG_KEYS` (3% faster at 4K,
+    9% at 8K, 14% at 16K); causal below (or ``n_kv`` not given), 64, capped at
     128 registers (no spills) so that four programs share an SM: 1.10x the
-    128-key plans (bench/results/2026-11-26-h100-forward-plans-final.md).
-    The 256-key plan takes S from a biased accumulator (``biased_scores``:
-    its loop 972 -> 934 instructions, the kernel 1.2-1.9% faster; at D=128
-    the same change saves nothing and spills:
+    128-key plans at 4K (bench/results/2026-11-26-h100-forward-plans-final.md),
+    7-13% faster than 256 keys at 1K-2K, where the diagonal's masked keys
+    weigh more. The 256-key plan takes S from a biased accumulator
+    (``biased_scores``: its loop 972 -> 934 instructions, the kernel 1.2-2.7%
+    faster; at D=128 the same change saves nothing and spills:
     bench/results/2026-11-27-h100-biased-scores.md).
     The emulation follows: its blocks come from the same tiles
     (:func:`emulation_blocks`).
@@ -214,7 +225,8 @@ def default_tiles(d: int, smooth_q: bool = False, fine_scales: bool = True,
     if d == 128:
         keys, registers = (128 if fine else None), 168
     elif fine:
-        keys, registers = (None, 128) if causal else (256, None)
+        long = not causal or (n_kv is not None and n_kv > CAUSAL_LONG_KEYS // 2)
+        keys, registers = (256, None) if long else (None, 128)
     forward = ForwardTiles(64, 4, maxnreg=registers, block_n=keys, skewed=False,
                            tma_store=True, biased_scores=fine and keys == 256)
     return Tiles(64, 64, 4 if d == 64 else 8, forward=forward)

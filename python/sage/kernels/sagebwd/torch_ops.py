@@ -402,7 +402,8 @@ def plan_of(q: torch.Tensor, k: torch.Tensor, *, causal: bool, sm_scale: float,
     if plan is None:
         batch, heads, n, d = q.shape
         shape = Shape(batch, heads, k.shape[1], n, k.shape[2], d)
-        plan = Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal),
+        plan = Plan(shape, tiles or default_tiles(d, smooth_q, scales == "fine", causal,
+                                                  n_kv=shape.n_kv),
                     causal, sm_scale, smooth_k, smooth_q, q.dtype, scales)
         final = True
         if tiles is None:

@@ -62,12 +62,12 @@ WARMUP_MS, REP_MS = 10.0, 50.0
 
 
 def candidates(d: int, *, causal: bool, fine_scales: bool,
-               smooth_q: bool) -> tuple[ForwardTiles, ...]:
+               smooth_q: bool, n_kv: int | None = None) -> tuple[ForwardTiles, ...]:
     """The forward plans tried for a case, the default first (3 to 5: each
     costs a compilation and a timing on the case's first call).
 
-    From the default plan (:func:`~sage.kernels.sagebwd.launch.default_tiles`,
-    its ``block_n`` filled in), keeping that ``block_n``: without its register
+    From the default plan (:func:`~sage.kernels.sagebwd.launch.default_tiles`
+    at ``n_kv`` keys, its ``block_n`` filled in), keeping that ``block_n``: without its register
     cap (fewer programs an SM, no spills), or with four programs an SM where
     it has no cap and 64-key blocks; the loop skewed (the next S on the tensor
     cores during the softmax) up to 128-key blocks; and 128 query rows on two
@@ -82,7 +82,7 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
     2026-11-26-h100-tune-attention*.md and
     2026-11-27-h100-forward-persistent.md.
     """
-    tiles = default_tiles(d, smooth_q, fine_scales, causal)
+    tiles = default_tiles(d, smooth_q, fine_scales, causal, n_kv=n_kv)
     default = tiles.forward_tiles(fine_scales, smooth_q)
     plans = [default]
     if default.maxnreg is not None:
@@ -154,7 +154,7 @@ class Problem:
     def candidates(self) -> tuple[ForwardTiles, ...]:
         """The plans tried for this problem (:func:`candidates`)."""
         return candidates(self.d, causal=self.causal, fine_scales=self.scales == "fine",
-                          smooth_q=self.smooth_q)
+                          smooth_q=self.smooth_q, n_kv=self.n_kv)
 
     def key(self) -> tuple[tuple[str, Any], ...]:
         """The fields by name, as the disk key holds them."""
