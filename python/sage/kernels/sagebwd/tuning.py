@@ -67,9 +67,9 @@ def candidates(d: int, *, causal: bool, fine_scales: bool,
     costs a compilation and a timing on the case's first call).
 
     From the default plan (:func:`~sage.kernels.sagebwd.launch.default_tiles`
-    at ``n_kv`` keys, its ``block_n`` filled in), keeping that ``block_n``: without its register
-    cap (fewer programs an SM, no spills), or with four programs an SM where
-    it has no cap and 64-key blocks; the loop skewed (the next S on the tensor
+    at ``n_kv`` keys, its ``block_n`` filled in), keeping that ``block_n``:
+    without its register cap (fewer programs an SM, no spills), or with four
+    programs an SM where it has no cap and 64-key blocks; the loop skewed (the next S on the tensor
     cores during the softmax) up to 128-key blocks; and 128 query rows on two
     consumer warpgroups beside a producer warpgroup, with and without
     ping-pong, where :meth:`Tiles.forward_tiles` lets the forward's query
