@@ -78,13 +78,15 @@ K_SCALE_GROUPS = 0b110
 SCORE_BIAS = 12582912.0
 SCORE_BIAS_BITS = int(np.float32(SCORE_BIAS).view(np.int32))
 FACTOR_BITS = 21
+#: The f32 bits a factor keeps (its low 24 - FACTOR_BITS mantissa bits cleared).
+FACTOR_MASK = ~((1 << (24 - FACTOR_BITS)) - 1)
 GRID = 22
 
 
 def truncate_factors(factor: np.ndarray) -> np.ndarray:
     """``factor`` (float32 values) with FACTOR_BITS significant bits, the
     rest cleared (toward zero), as float64."""
-    bits = np.asarray(factor, np.float32).view(np.int32) & ~((1 << (24 - FACTOR_BITS)) - 1)
+    bits = np.asarray(factor, np.float32).view(np.int32) & FACTOR_MASK
     return bits.view(np.float32).astype(np.float64)
 
 

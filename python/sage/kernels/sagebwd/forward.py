@@ -40,7 +40,7 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bia
                                          load_scale, load_vector, padded_tokens, row_ids,
                                          smoothing_bias)
 from sage.kernels.sagebwd.prepass import quantize_q_block
-from sage.reference.sagebwd import FACTOR_BITS, GRID, SCORE_BIAS, SCORE_BIAS_BITS, UNIT_RANGE
+from sage.reference.sagebwd import FACTOR_MASK, GRID, SCORE_BIAS, SCORE_BIAS_BITS, UNIT_RANGE
 
 #: The f32 exponent field (bits 23-30).
 EXPONENT_BITS = 0x7F800000
@@ -189,8 +189,8 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                     k_group_scale, kv, col, N_KV, BLOCK_N, KV_BLOCK), SMALLEST_NORMAL)
                 group_max = sl.max(t, 1, groups=K_GROUPS)
                 if BIASED:
-                    factor = sl.bitcast(sl.bitcast(factor, sl.int32)
-                                        & ~((1 << (24 - FACTOR_BITS)) - 1), sl.float32)
+                    factor = sl.bitcast(sl.bitcast(factor, sl.int32) & FACTOR_MASK,
+                                        sl.float32)
                     group_max = group_max - SCORE_BIAS
                 block_max = sl.max(group_max * factor, 1)
             else:
