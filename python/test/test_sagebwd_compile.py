@@ -95,6 +95,12 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
             assert "cvt.rn.f16x2.f32" in ptx and "add.rn.f16x2" in ptx, flags
             # Its row sum adds the bytes four at a time (sumBytesByDp4a).
             assert "dp4a." in ptx, flags
+        # With K's key groups the group maxima come from the int32 accumulator
+        # (15 max.s32 a row of a group of a thread: none before), which ptxas fuses
+        # three at a time.
+        groups = name == "sagebwd_forward" and fine and not smooth_q
+        if groups:
+            assert ptx.count("max.s32") >= 16, flags
         if not Path(PTXAS).exists():
             continue  # only this step needs the CUDA toolkit
         log, cubin = _ptxas(ptx, tmp_path)
@@ -102,6 +108,7 @@ def test_compiles_without_spills(library, name, d, dtype, tmp_path):
         if disassembler is not None:
             sass = census.disassemble(cubin, disassembler)
             assert not EIGHT_BIT_F2I.search(sass), (flags, EIGHT_BIT_F2I.findall(sass))
+            assert not groups or "VIMNMX3" in sass, flags
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
         if KNOWN_SPILLS.get((name, d), lambda _: False)(flags):
             continue

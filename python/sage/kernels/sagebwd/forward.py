@@ -133,16 +133,15 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
         row_scale = one if SMOOTH_Q else sl.maximum(sq, SMALLEST_NORMAL)
 
         def scores(col, MASKED: bool):
-            """T of the key block at ``col`` (f32, in flight until used): with
-            K_GROUPS, Q^ K^^T without K's scales (the softmax applies them);
-            BIASED, SCORE_BIAS + Q^ K^^T: the tensor cores accumulate onto the
-            bits of SCORE_BIAS, and the accumulator read as f32 holds that sum
-            exactly (no conversion a score)."""
+            """T of the key block at ``col`` (in flight until used): with
+            K_GROUPS, Q^ K^^T without K's scales (the softmax applies them), as
+            the int32 accumulator; BIASED, SCORE_BIAS + Q^ K^^T: the tensor
+            cores accumulate onto the bits of SCORE_BIAS, and the accumulator
+            read as f32 holds that sum exactly (no conversion a score). Else
+            S in f32."""
             kt = tokens(k_q, kv_head, H_KV, col, N_KV, BLOCK_N)
-            if BIASED:
-                return sl.bitcast(sl.matmul(qt, kt, contract=(1, 1), acc=biased), sl.float32)
             if K_GROUPS:
-                return sl.qmatmul(qt, one, kt, one, contract=(1, 1))
+                return sl.matmul(qt, kt, contract=(1, 1), acc=biased if BIASED else None)
             # The K scales' rows are padded to 16 tokens: whole pairs load as one
             # access. Every key of an unmasked block exists: there the view ends
             # with the block, so one bounds check serves the whole tile.
@@ -166,6 +165,16 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
             max), so P^ V^ adds to O unscaled (one FMA per element: no multiply
             by P^'s scale, no division per row), and the factor between two
             blocks' units is 2^(unit_old - unit_new) <= 2^UNIT_RANGE."""
+            # K_GROUPS: t is the int32 accumulator. Its group maxima are taken
+            # as integers where no mask intervenes: int32 maxima fuse three at a
+            # time (VIMNMX3; f32 maxima go two at a time), and T, or BIASED the
+            # bits of SCORE_BIAS + T (floats > 0, or -inf where masked), order
+            # as the values they stand for.
+            ints = t
+            if BIASED:
+                t = sl.bitcast(t, sl.float32)
+            elif K_GROUPS:
+                t = t.to(sl.float32)
             if MASKED and CAUSAL:
                 # Key col+j is visible to query row+i when col+j <= row+i + (N_KV - N):
                 # a 1 x BLOCK_N row against a BLOCK_M x 1 column, one compare and
@@ -187,7 +196,13 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # SCORE_BIAS * factor is exact.
                 factor = sl.maximum(row_scale * load_key_group_scales(
                     k_group_scale, kv, col, N_KV, BLOCK_N, KV_BLOCK), SMALLEST_NORMAL)
-                group_max = sl.max(t, 1, groups=K_GROUPS)
+                if BIASED:
+                    group_max = sl.bitcast(sl.max(sl.bitcast(t, sl.int32), 1, groups=K_GROUPS),
+                                           sl.float32)
+                elif MASKED:
+                    group_max = sl.max(t, 1, groups=K_GROUPS)
+                else:
+                    group_max = sl.max(ints, 1, groups=K_GROUPS).to(sl.float32)
                 if BIASED:
                     factor = sl.bitcast(sl.bitcast(factor, sl.int32) & FACTOR_MASK,
                                         sl.float32)
