@@ -225,3 +225,27 @@ def test_biased_scores_match_the_emulation(name):
     # The snapped units move P^'s rounding, not O beyond it.
     plain = emulate_forward(q, k, v, _config(case))
     assert relative_l2(fwd.o, plain.o) <= 5e-3
+
+
+@pytest.mark.parametrize("biased", [False, True], ids=["plain", "biased"])
+@pytest.mark.parametrize("name", ["forward_keys_256_d64_tails", "forward_keys_128_d128"])
+def test_zero_query_rows_and_key_groups(name, biased):
+    """Zero scales in the mask-free key loop, which multiplies T by the
+    factors as they are (no raise to the smallest normal there): Q rows of
+    zeros (their scale 0) and K equal at every token (smoothed to 0: every
+    group scale 0). O and the LSE are finite, match the emulation (which
+    raises each factor), and O is V's mean where S is 0."""
+    case = CASES[name]
+    q, k, v, _ = _inputs(case)
+    q[:, :, :5] = 0
+    k[...] = k[:, :, :1]
+    cfg = replace(_config(case), biased_scores=biased)
+    o, lse, _ = interpreted.forward(q, k, v, cfg, case[6])
+    fwd = emulate_forward(q, k, v, cfg)
+    assert np.isfinite(o).all() and np.isfinite(lse).all()
+    assert relative_l2(o, fwd.o) <= TOLERANCE
+    assert relative_l2(lse, fwd.lse) <= TOLERANCE
+    group = 2 if case[1] != case[2] else 1
+    mean_v = np.repeat(v.astype(np.float64).mean(axis=2, keepdims=True), group, axis=1)
+    np.testing.assert_allclose(o[:, :, :5], np.broadcast_to(mean_v, o[:, :, :5].shape),
+                               atol=0.02)

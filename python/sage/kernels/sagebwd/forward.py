@@ -40,10 +40,15 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bia
                                          load_scale, load_vector, padded_tokens, row_ids,
                                          smoothing_bias)
 from sage.kernels.sagebwd.prepass import quantize_q_block
-from sage.reference.sagebwd import FACTOR_MASK, GRID, SCORE_BIAS, SCORE_BIAS_BITS, UNIT_RANGE
+from sage.reference.sagebwd import (FACTOR_MASK, GRID, K_SCALE_GROUPS, SCORE_BIAS,
+                                    SCORE_BIAS_BITS, UNIT_RANGE)
 
 #: The f32 exponent field (bits 23-30).
 EXPONENT_BITS = 0x7F800000
+#: The bits of an accumulator column that choose the lane of a quad holding
+#: it (K's scale groups are these columns, :data:`K_SCALE_GROUPS`): a row's
+#: sums over each lane's own columns need no shuffle.
+LANE_COLUMNS, LANES = K_SCALE_GROUPS, 4
 
 
 def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, o, lse,
@@ -188,14 +193,19 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 t = t + key_bias(col, N_KV, BLOCK_N)
             if K_GROUPS:
                 # S = T * (row scale * group scale), both >= 0: the max of a
-                # group's T scaled is the scaled max. A product below the
-                # smallest normal is raised to it, so that a masked -inf stays
-                # -inf (0 * -inf would be NaN). BIASED: t is SCORE_BIAS + T
+                # group's T scaled is the scaled max. Where a mask may put -inf
+                # in t, a product below the smallest normal is raised to it, so
+                # that -inf stays -inf (0 * -inf would be NaN); where none can,
+                # the product multiplies finite T as it is (it is below the
+                # smallest normal only for a zero row of Q^ or group of K^,
+                # whose T is 0). BIASED: t is SCORE_BIAS + T
                 # (the group max less SCORE_BIAS is T's, exactly), and the
                 # factor keeps FACTOR_BITS significant bits, so that
                 # SCORE_BIAS * factor is exact.
-                factor = sl.maximum(row_scale * load_key_group_scales(
-                    k_group_scale, kv, col, N_KV, BLOCK_N, KV_BLOCK), SMALLEST_NORMAL)
+                factor = row_scale * load_key_group_scales(k_group_scale, kv, col, N_KV,
+                                                           BLOCK_N, KV_BLOCK)
+                if MASKED:
+                    factor = sl.maximum(factor, SMALLEST_NORMAL)
                 if BIASED:
                     group_max = sl.bitcast(sl.max(sl.bitcast(t, sl.int32), 1, groups=K_GROUPS),
                                            sl.float32)
@@ -212,9 +222,11 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 block_max = sl.max(t, 1) * row_scale
                 factor = row_scale
             new_m = sl.maximum(m, block_max)
-            # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0, not NaN.
-            new_unit = sl.where(new_m == float("-inf"), 0.0,
-                                sl.maximum(block_max, new_m - UNIT_RANGE))
+            new_unit = sl.maximum(block_max, new_m - UNIT_RANGE)
+            if MASKED:
+                # A row with no key yet (all -inf) keeps units 2^0: exp2 gives 0,
+                # not NaN. (A mask-free block gives every row a finite max.)
+                new_unit = sl.where(new_m == float("-inf"), 0.0, new_unit)
             # Q * 2^(S - unit) <= Q: it rounds into [0, Q], no clamp, and the
             # scale folds into the exponent's constant. With FINE_SCALES P~ >= 0
             # takes unsigned bytes (Q = 255, twice the resolution;
@@ -228,7 +240,10 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # constant - SCORE_BIAS * factor is exact for every group, and
                 # the FMA of SCORE_BIAS + T rounds as the FMA of T would
                 # (docs/sagebwd.md, "Scores from a biased accumulator").
-                top = sl.bitcast(sl.max(factor, 1) * SCORE_BIAS, sl.int32) & EXPONENT_BITS
+                largest = sl.max(factor, 1)
+                if not MASKED:
+                    largest = sl.maximum(largest, SMALLEST_NORMAL)  # as if each were raised
+                top = sl.bitcast(largest * SCORE_BIAS, sl.int32) & EXPONENT_BITS
                 grid = top - (GRID << 23)
                 constant = sl.floor(constant * sl.bitcast((254 << 23) - grid, sl.float32)) \
                     * sl.bitcast(grid, sl.float32)
@@ -243,8 +258,10 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
             # pipe (docs/sagebwd.md, "P~ through f16").
             p_q, _ = sl.quantize(p.to(sl.float16), scheme, scale=ones, saturate=False)
             # l sums the bytes P^ (exact; docs/sagebwd.md, "The row sum of
-            # the bytes"): four at a time, from the words P^ V^ reads.
-            l_block = sl.sum(p_q.to(sl.int32), 1).to(sl.float32)
+            # the bytes"): four at a time, from the words P^ V^ reads, each
+            # lane of a quad over its own columns (LANE_COLUMNS: no shuffle a
+            # trip; the lanes' sums meet once, after the loop).
+            l_block = sl.sum(p_q.to(sl.int32), 1, groups=LANE_COLUMNS).to(sl.float32)
             return p_q, new_m, new_unit, shift * l + l_block, shift
 
         def values(p_q, col):
@@ -293,7 +310,7 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
         # The row statistics: running max, units (log2), row sum in those units.
         m = sl.full((BLOCK_M, 1), float("-inf"), sl.float32)
         unit = sl.zeros((BLOCK_M, 1), sl.float32)
-        l = sl.zeros((BLOCK_M, 1), sl.float32)
+        l = sl.zeros((BLOCK_M, LANES), sl.float32)
         acc = sl.zeros((BLOCK_M, D), sl.float32)
         if SKEWED:
             # O starts at 0 (whatever factor, the first block's, multiplies it).
@@ -312,6 +329,7 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
             # P^ V^), the overlap left to the other programs on the SM.
             m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
             m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
+        l = sl.sum(l, 1)  # the lanes' sums
         # O and l share the units, so O = acc / l; P^ carried a factor Q that l
         # carries too (LSE takes it out). One division per row, a multiply per
         # element (a division per element is a reciprocal, its checks and a
