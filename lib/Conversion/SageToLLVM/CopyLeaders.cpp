@@ -17,8 +17,8 @@ static bool isOneThreadCopyOp(Operation *op) {
              sagegpu::TmaLoadOp, sagegpu::BulkLoadOp, sagegpu::TmaStoreOp>(op);
 }
 
-/// i1 at `b`: the elected lane of warp `warpIndex`.
-static Value electLeader(OpBuilder &b, Location loc, int64_t warpIndex) {
+/// i1 at `b`: the thread is in warp `warpIndex`, uniform in each warp.
+static Value leaderWarp(OpBuilder &b, Location loc, int64_t warpIndex) {
   Type i32 = b.getI32Type();
   auto constant = [&](int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
@@ -30,10 +30,8 @@ static Value electLeader(OpBuilder &b, Location loc, int64_t warpIndex) {
   Value uniformWarp = NVVM::ShflOp::create(
       b, loc, i32, constant(-1), warp, constant(0),
       constant(layout::kWarpSize - 1), NVVM::ShflKind::idx, UnitAttr());
-  Value inWarp = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                       uniformWarp, constant(warpIndex));
-  Value elected = NVVM::ElectSyncOp::create(b, loc, b.getI1Type(), Value());
-  return arith::AndIOp::create(b, loc, inWarp, elected);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, uniformWarp,
+                               constant(warpIndex));
 }
 
 CopyLeaders CopyLeaders::materialize(ModuleOp module) {
@@ -51,7 +49,7 @@ CopyLeaders CopyLeaders::materialize(ModuleOp module) {
     // A role's first thread starts a warp (its warpgroup's).
     auto b = OpBuilder::atBlockBegin(&func.getFunctionBody().front());
     result.leaders[key] =
-        electLeader(b, op->getLoc(), first / layout::kWarpSize);
+        leaderWarp(b, op->getLoc(), first / layout::kWarpSize);
   });
   return result;
 }

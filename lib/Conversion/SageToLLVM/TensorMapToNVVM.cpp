@@ -8,10 +8,11 @@
 // swizzle mode and a box one swizzle wide (see sage.make_tensor_map).
 //
 // sagegpu.tma_load asks the copy engine for the tile, one box per swizzle-
-// wide slab of its inner dimension (the copy leader, an elected lane of warp
-// 0, arms the mbarrier with the tile's bytes and issues them: CopyLeaders.h);
-// the mbarrier ops wrap PTX's. In the producer of a warp-specialised kernel,
-// "warp 0" is the producer's first.
+// wide slab of its inner dimension (the copy leader, a lane of warp 0
+// elected at the copy, arms the mbarrier with the tile's bytes and issues
+// them: CopyLeaders.h, LeaderRegion below); the mbarrier ops wrap PTX's. In
+// the producer of a warp-specialised kernel, "warp 0" is the producer's
+// first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,8 +166,63 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
   }
 };
 
+/// One-thread PTX statements, run as one region by a lane of the role's
+/// leader warp elected right there: a uniform branch takes the other warps
+/// around it, and `elect.sync` (among the active lanes) picks the lane.
+/// With the election at the copy, not once at the function's entry, ptxas
+/// keeps a copy's operands (the map's address, the coordinates) in uniform
+/// registers and issues it once, without moving them from per-lane
+/// registers first: the SageBwd forward's key loop is 14 instructions a trip
+/// shorter at D = 128.
+class LeaderRegion {
+public:
+  /// Adds `statement` (one PTX statement, without its predicate), whose
+  /// `$k` is `args[k]` with constraint letter k of `constraints` (comma
+  /// separated).
+  void add(StringRef statement, ValueRange args, StringRef constraints) {
+    int64_t base = operands.size();
+    body += "\n\t@sage_leader ";
+    for (size_t i = 0; i < statement.size(); ++i) {
+      char ch = statement[i];
+      body += ch;
+      if (ch != '$' || i + 1 >= statement.size() ||
+          !llvm::isDigit(statement[i + 1]))
+        continue;
+      size_t end = i + 1;
+      while (end < statement.size() && llvm::isDigit(statement[end]))
+        ++end;
+      int64_t index = std::stoll(statement.substr(i + 1, end - i - 1).str());
+      body += std::to_string(base + index);
+      i = end - 1;
+    }
+    llvm::append_range(operands, args);
+    if (!constraints.empty())
+      allConstraints += (allConstraints.empty() ? "" : ",") + constraints.str();
+  }
+
+  /// Emits the region at `b`'s insertion point; `warp` (i1, uniform in each
+  /// warp) holds in the leader's warp.
+  void emit(OpBuilder &b, Location loc, Value warp) {
+    std::string w = std::to_string(operands.size());
+    operands.push_back(warp);
+    allConstraints += allConstraints.empty() ? "b" : ",b";
+    // The braces scope the registers and the label to this region.
+    inlinePtx(b, loc, Type(), operands,
+              "{\n\t.reg .pred sage_leader;\n\t.reg .b32 sage_lanes;\n\t@!$" +
+                  w +
+                  " bra.uni sage_led;\n\tactivemask.b32 sage_lanes;\n\t"
+                  "elect.sync _|sage_leader, sage_lanes;" +
+                  body + "\n\tsage_led:\n\t}",
+              allConstraints);
+  }
+
+private:
+  SmallVector<Value> operands;
+  std::string body, allConstraints;
+};
+
 /// A pattern for an op that one thread of its role (the role's copy leader,
-/// elected before the conversion) runs.
+/// elected at the op: LeaderRegion) runs.
 template <typename Op>
 struct OneThreadPattern : public OpConversionPattern<Op> {
   OneThreadPattern(const TypeConverter &converter, MLIRContext *ctx,
@@ -175,15 +231,21 @@ struct OneThreadPattern : public OpConversionPattern<Op> {
   LogicalResult
   matchAndRewrite(Op op, typename OpConversionPattern<Op>::OpAdaptor adaptor,
                   ConversionPatternRewriter &rw) const final {
-    Value leader = leaders.get(op);
-    if (!leader)
-      return rw.notifyMatchFailure(op, "no copy leader was elected");
-    return lower(op, adaptor, rw, leader);
+    Value warp = leaders.get(op);
+    if (!warp)
+      return rw.notifyMatchFailure(op, "no copy leader's warp was found");
+    LeaderRegion region;
+    if (failed(lower(op, adaptor, rw, region)))
+      return failure();
+    region.emit(rw, op.getLoc(), warp);
+    rw.eraseOp(op);
+    return success();
   }
-  /// Lowers `op`, whose one-thread work `leader` predicates.
+  /// Lowers `op`: its one-thread statements go to `region`, whatever
+  /// precedes them (addresses, coordinates) is built with `rw`.
   virtual LogicalResult
   lower(Op op, typename OpConversionPattern<Op>::OpAdaptor adaptor,
-        ConversionPatternRewriter &rw, Value leader) const = 0;
+        ConversionPatternRewriter &rw, LeaderRegion &region) const = 0;
 
 private:
   const CopyLeaders &leaders;
@@ -198,18 +260,15 @@ struct MbarrierInitLowering : public OneThreadPattern<sagegpu::MbarrierInitOp> {
   using OneThreadPattern::OneThreadPattern;
   LogicalResult lower(sagegpu::MbarrierInitOp op, OpAdaptor adaptor,
                       ConversionPatternRewriter &rw,
-                      Value first) const override {
+                      LeaderRegion &region) const override {
     Location loc = op.getLoc();
-    inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getBarrier()),
-               arith::ConstantOp::create(rw, loc,
-                                         rw.getI32IntegerAttr(op.getCount())),
-               first},
-              "@$2 mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,b");
+    region.add("mbarrier.init.shared::cta.b64 [$0], $1;",
+               {addressOf(rw, loc, adaptor.getBarrier()),
+                arith::ConstantOp::create(rw, loc,
+                                          rw.getI32IntegerAttr(op.getCount()))},
+               "r,r");
     // The copy engine (async proxy) must see the initialised barrier.
-    inlinePtx(rw, loc, Type(), {first},
-              "@$0 fence.mbarrier_init.release.cluster;", "b");
-    rw.eraseOp(op);
+    region.add("fence.mbarrier_init.release.cluster;", {}, "");
     return success();
   }
 };
@@ -276,14 +335,13 @@ void forEachSlab(ConversionPatternRewriter &rw, Location loc, ThreadCoords &c,
        outerRow);
 }
 
-/// The copy's mbarrier armed by `first` (the role's leader) with the `bytes`
+/// The copy's mbarrier armed (in the leader's `region`) with the `bytes`
 /// the copy engine will deliver; its shared-window address.
 Value armBarrier(ConversionPatternRewriter &rw, ThreadCoords &c, Value barrier,
-                 Value bytes, Value first) {
+                 Value bytes, LeaderRegion &region) {
   Value bar = addressOf(rw, c.loc, barrier);
-  inlinePtx(rw, c.loc, Type(), {bar, bytes, first},
-            "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-            "r,r,b");
+  region.add("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+             {bar, bytes}, "r,r");
   return bar;
 }
 
@@ -291,12 +349,12 @@ struct TmaLoadLowering : public OneThreadPattern<sagegpu::TmaLoadOp> {
   using OneThreadPattern::OneThreadPattern;
   LogicalResult lower(sagegpu::TmaLoadOp op, OpAdaptor adaptor,
                       ConversionPatternRewriter &rw,
-                      Value first) const override {
+                      LeaderRegion &region) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
     Value bar = armBarrier(rw, c, adaptor.getBarrier(),
-                           c.constant(type.getSizeInBytes()), first);
+                           c.constant(type.getSizeInBytes()), region);
     Value mapAddress =
         LLVM::PtrToIntOp::create(rw, loc, rw.getI64Type(), adaptor.getMap());
     SmallVector<Value> leading = leadingCoordinates(rw, loc, adaptor);
@@ -306,18 +364,16 @@ struct TmaLoadLowering : public OneThreadPattern<sagegpu::TmaLoadOp> {
                   SmallVector<Value> operands{dest, mapAddress, x, y};
                   llvm::append_range(operands, leading);
                   int64_t rank = 2 + leading.size();
-                  operands.append({bar, first});
-                  inlinePtx(rw, loc, Type(), operands,
-                            ("@$" + Twine(rank + 3) + " cp.async.bulk.tensor." +
-                             Twine(rank) +
-                             "d.shared::cluster.global.tile.mbarrier::"
-                             "complete_tx::bytes [$0], [$1, {" +
-                             coordinateList(rank, 2) + "}], [$" +
-                             Twine(rank + 2) + "];")
-                                .str(),
-                            "r,l" + coordinateConstraints(rank) + ",r,b");
+                  operands.push_back(bar);
+                  region.add(("cp.async.bulk.tensor." + Twine(rank) +
+                              "d.shared::cluster.global.tile.mbarrier::"
+                              "complete_tx::bytes [$0], [$1, {" +
+                              coordinateList(rank, 2) + "}], [$" +
+                              Twine(rank + 2) + "];")
+                                 .str(),
+                             operands,
+                             "r,l" + coordinateConstraints(rank) + ",r");
                 });
-    rw.eraseOp(op);
     return success();
   }
 };
@@ -329,21 +385,19 @@ struct BulkLoadLowering : public OneThreadPattern<sagegpu::BulkLoadOp> {
   using OneThreadPattern::OneThreadPattern;
   LogicalResult lower(sagegpu::BulkLoadOp op, OpAdaptor adaptor,
                       ConversionPatternRewriter &rw,
-                      Value first) const override {
+                      LeaderRegion &region) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     sagegpu::SharedTileType type = op.getDest().getType();
     Value bytes = c.constant(type.getSizeInBytes());
-    Value bar = armBarrier(rw, c, adaptor.getBarrier(), bytes, first);
+    Value bar = armBarrier(rw, c, adaptor.getBarrier(), bytes, region);
     Value src = LLVM::GEPOp::create(rw, loc, adaptor.getPtr().getType(),
                                     type.getElementType(), adaptor.getPtr(),
                                     ValueRange{adaptor.getOffset()});
-    inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getDest()), src, bytes, bar, first},
-              "@$4 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-              "bytes [$0], [$1], $2, [$3];",
-              "r,l,r,r,b");
-    rw.eraseOp(op);
+    region.add("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+               "bytes [$0], [$1], $2, [$3];",
+               {addressOf(rw, loc, adaptor.getDest()), src, bytes, bar},
+               "r,l,r,r");
     return success();
   }
 };
@@ -352,7 +406,7 @@ struct TmaStoreLowering : public OneThreadPattern<sagegpu::TmaStoreOp> {
   using OneThreadPattern::OneThreadPattern;
   LogicalResult lower(sagegpu::TmaStoreOp op, OpAdaptor adaptor,
                       ConversionPatternRewriter &rw,
-                      Value first) const override {
+                      LeaderRegion &region) const override {
     Location loc = op.getLoc();
     ThreadCoords c(rw, loc);
     Value mapAddress =
@@ -366,7 +420,7 @@ struct TmaStoreLowering : public OneThreadPattern<sagegpu::TmaStoreOp> {
           SmallVector<Value> operands{mapAddress, x, y};
           llvm::append_range(operands, leading);
           int64_t rank = 2 + leading.size();
-          operands.append({src, first});
+          operands.push_back(src);
           // A bulk reduction adds the tile (f32) instead.
           std::string copy =
               op.getAdd()
@@ -374,20 +428,16 @@ struct TmaStoreLowering : public OneThreadPattern<sagegpu::TmaStoreOp> {
                         "d.global.shared::cta.add.tile"
                   : "cp.async.bulk.tensor." + std::to_string(rank) +
                         "d.global.shared::cta";
-          inlinePtx(rw, loc, Type(), operands,
-                    ("@$" + Twine(rank + 2) + " " + copy +
-                     ".bulk_group [$0, {" + coordinateList(rank, 1) + "}], [$" +
-                     Twine(rank + 1) + "];")
-                        .str(),
-                    "l" + coordinateConstraints(rank) + ",r,b");
+          region.add((copy + ".bulk_group [$0, {" + coordinateList(rank, 1) +
+                      "}], [$" + Twine(rank + 1) + "];")
+                         .str(),
+                     operands, "l" + coordinateConstraints(rank) + ",r");
         },
         /*elements=*/op.getAdd());
     // The tile's bytes are free once the engine has read them (its writes
     // to global memory complete on their own).
-    inlinePtx(rw, loc, Type(), {first}, "@$0 cp.async.bulk.commit_group;", "b");
-    inlinePtx(rw, loc, Type(), {first}, "@$0 cp.async.bulk.wait_group.read 0;",
-              "b");
-    rw.eraseOp(op);
+    region.add("cp.async.bulk.commit_group;", {}, "");
+    region.add("cp.async.bulk.wait_group.read 0;", {}, "");
     return success();
   }
 };
@@ -428,12 +478,10 @@ struct MbarrierInvalLowering
   using OneThreadPattern::OneThreadPattern;
   LogicalResult lower(sagegpu::MbarrierInvalOp op, OpAdaptor adaptor,
                       ConversionPatternRewriter &rw,
-                      Value first) const override {
+                      LeaderRegion &region) const override {
     Location loc = op.getLoc();
-    inlinePtx(rw, loc, Type(),
-              {addressOf(rw, loc, adaptor.getBarrier()), first},
-              "@$1 mbarrier.inval.shared::cta.b64 [$0];", "r,b");
-    rw.eraseOp(op);
+    region.add("mbarrier.inval.shared::cta.b64 [$0];",
+               {addressOf(rw, loc, adaptor.getBarrier())}, "r");
     return success();
   }
 };

@@ -1,7 +1,8 @@
 // sage.make_tensor_map assembles the map in its shared scratch (warp 0,
 // fields written by lane 0) and publishes it to the program's slot of the
 // global scratch. sagegpu.tma_load has the copy leader (an elected lane of
-// warp 0) arm the operand's mbarrier with the box's bytes and issue the copy;
+// warp 0, elected at the copy inside a branch that only warp 0 takes) arm
+// the operand's mbarrier with the box's bytes and issue the copy;
 // after a barrier (the mbarrier's initialisation before anyone waits) every
 // thread waits on it, the wgmma reads the tile, and the leader invalidates
 // the mbarrier after a barrier.
@@ -39,13 +40,15 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-NOT: nvvm.barrier0
 // CHECK: %[[MAP_A:.*]] = llvm.getelementptr %[[SCRATCH]]
 // CHECK: tensormap.cp_fenceproxy
-// CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;"
-// CHECK: "@$0 fence.mbarrier_init.release.cluster;"
-// Nothing else uses the box's bytes: no barrier first.
+// The leader's region: warp 0 (the uniform test) branches in, and one of
+// its active lanes is elected there.
+// CHECK: "{\0A\09.reg .pred sage_leader;\0A\09.reg .b32 sage_lanes;\0A\09@!$2 bra.uni sage_led;\0A\09activemask.b32 sage_lanes;\0A\09elect.sync _|sage_leader, sage_lanes;\0A\09@sage_leader mbarrier.init.shared::cta.b64 [$0], $1;\0A\09@sage_leader fence.mbarrier_init.release.cluster;\0A\09sage_led:\0A\09}", "r,r,b" %{{.*}}, %c1_i32, %[[WARP0:[0-9a-z_]+]]
+// Nothing else uses the box's bytes: no barrier first. The mbarrier is
+// armed and the copy issued in one region.
 // CHECK-NOT: nvvm.barrier0
-// CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
+// CHECK: "{{.*}}@!$7 bra.uni sage_led;{{.*}}@sage_leader mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;\0A\09@sage_leader cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$2], [$3, {$4, $5}], [$6];\0A\09sage_led:
+// CHECK-SAME: "r,r,r,l,r,r,r,b" {{.*}}, %[[WARP0]]
 // One box per 128-byte slab: one for a 64 x 128 INT8 tile.
-// CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];
 // CHECK-NOT: cp.async.bulk.tensor
 // The leader sets up the second mbarrier right after the first.
 // CHECK-NOT: nvvm.barrier0
@@ -68,9 +71,9 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-COUNT-2: nvvm.wgmma.mma_async
 // Every thread is done waiting before the leader releases the mbarriers.
 // CHECK: nvvm.barrier0
-// CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
+// CHECK: "{{.*}}@sage_leader mbarrier.inval.shared::cta.b64 [$0];{{.*}}", "r,b"
 // CHECK-NOT: nvvm.barrier0
-// CHECK: "@$1 mbarrier.inval.shared::cta.b64 [$0];"
+// CHECK: "{{.*}}@sage_leader mbarrier.inval.shared::cta.b64 [$0];{{.*}}", "r,b"
 func.func @qk(%a: !sage.ptr<i8>, %b: !sage.ptr<i8>, %n: i64, %z: tensor<64x64xi32, #mma>,
               %scratch: !sage.ptr<i8>) -> tensor<64x64xi32, #mma>
     attributes {sage.global_scratch = 256 : i64} {
@@ -137,22 +140,19 @@ func.func @mn_major_b(%a: !sagegpu.smem<64x128xbf16, #sagegpu.shared<swizzle = 1
 // the async proxy and meets the others; the copy leader then has the copy
 // engine store both 128-byte slabs (64 rows each, the second from byte 8192
 // of the tile, 128 bytes further along the rows), commits and waits until
-// the tile has been read. The leader is elected once, at the function's
-// start: a lane of warp 0 (tid / 32, as lane 0 holds it, is 0).
+// the tile has been read. The leader's warp is found once, at the
+// function's start (tid / 32, as lane 0 holds it, is 0); its lane is
+// elected in the region.
 // CHECK-LABEL: func.func @store
 // CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
 // CHECK: %[[WARP:.*]] = arith.shrui %[[TID]], %c5_i32
 // CHECK: %[[UNIFORM:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
 // CHECK: %[[WARP0:.*]] = arith.cmpi eq, %[[UNIFORM]], %c0_i32
-// CHECK: %[[ELECTED:.*]] = nvvm.elect.sync -> i1
-// CHECK: %[[FIRST:.*]] = arith.andi %[[WARP0]], %[[ELECTED]]
+// CHECK-NOT: elect
 // CHECK: st.shared
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: nvvm.barrier0
-// CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
-// CHECK: "@$4 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b"
-// CHECK-NEXT: "@$0 cp.async.bulk.commit_group;", "b" %[[FIRST]]
-// CHECK-NEXT: "@$0 cp.async.bulk.wait_group.read 0;", "b" %[[FIRST]]
+// CHECK: "{{.*}}@!$8 bra.uni sage_led;{{.*}}elect.sync _|sage_leader, sage_lanes;\0A\09@sage_leader cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];\0A\09@sage_leader cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$4, {$5, $6}], [$7];\0A\09@sage_leader cp.async.bulk.commit_group;\0A\09@sage_leader cp.async.bulk.wait_group.read 0;\0A\09sage_led:\0A\09}", "l,r,r,r,l,r,r,r,b" {{.*}}, %[[WARP0]]
 func.func @store(%c: !sage.ptr<i8>, %n: i64, %t: tensor<64x256xi8, #blocked>,
                  %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c0 = arith.constant 0 : i64
@@ -172,8 +172,7 @@ func.func @store(%c: !sage.ptr<i8>, %n: i64, %t: tensor<64x256xi8, #blocked>,
 // CHECK: "@$2 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [$0], 0, $1;", "r,r,b" %{{.*}}, %c32_i32,
 // CHECK: "@$2 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [$0], 0, $1;", "r,r,b" %{{.*}}, %[[N:.*]],
 // CHECK: %[[COL:.*]] = arith.trunci %arg18 : i64 to i32
-// CHECK: "@$4 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [$0, {$1, $2}], [$3];", "l,r,r,r,b" %{{.*}}, %[[COL]],
-// CHECK-NEXT: "@$0 cp.async.bulk.commit_group;"
+// CHECK: "{{.*}}@sage_leader cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [$0, {$1, $2}], [$3];\0A\09@sage_leader cp.async.bulk.commit_group;{{.*}}", "l,r,r,r,b" %{{.*}}, %[[COL]],
 func.func @store_add(%c: !sage.ptr<f32>, %n: i64, %t: tensor<64x32xf32, #blocked>, %col: i64,
                      %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c0 = arith.constant 0 : i64
@@ -189,9 +188,8 @@ func.func @store_add(%c: !sage.ptr<f32>, %n: i64, %t: tensor<64x32xf32, #blocked
 // that orders the mbarrier's initialisation before the waits (hoisted out of
 // a pipelined loop with the ring), the threads wait on the mbarrier.
 // CHECK-LABEL: func.func @bulk
-// CHECK: "@$2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,b" %{{.*}}, %c512_i32,
 // CHECK: %[[SRC:.*]] = llvm.getelementptr %{{.*}}[%arg1] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
-// CHECK: "@$4 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];", "r,l,r,r,b" %{{.*}}, %[[SRC]], %c512_i32,
+// CHECK: "{{.*}}@sage_leader mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;\0A\09@sage_leader cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$2], [$3], $4, [$5];{{.*}}", "r,r,r,l,r,r,b" %{{.*}}, %c512_i32, %{{.*}}, %[[SRC]], %c512_i32,
 // CHECK-NEXT: nvvm.barrier0
 // CHECK-NEXT: mbarrier.try_wait
 func.func @bulk(%s: !sage.ptr<f32>, %col: i64) -> tensor<1x128xf32, #blocked> {
@@ -221,8 +219,8 @@ func.func @bulk(%s: !sage.ptr<f32>, %col: i64) -> tensor<1x128xf32, #blocked> {
 // CHECK: "@$2 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [$0], 2, $1;", "r,l,b" %{{.*}}, %arg4,
 // CHECK: %[[H:.*]] = arith.trunci %arg6 : i64 to i32
 // CHECK: %[[B:.*]] = arith.trunci %arg5 : i64 to i32
-// CHECK: "@$7 cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];", "r,l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
-// CHECK: "@$6 cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [$0, {$1, $2, $3, $4}], [$5];", "l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
+// CHECK: "{{.*}}@sage_leader cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$2], [$3, {$4, $5, $6, $7}], [$8];{{.*}}", "r,r,r,l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
+// CHECK: "{{.*}}@sage_leader cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [$0, {$1, $2, $3, $4}], [$5];{{.*}}", "l,r,r,r,r,r,b" %{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[B]],
 func.func @leading(%a: !sage.ptr<i8>, %n: i64, %sn: i64, %sh: i64, %sb: i64, %b: i64, %h: i64,
                    %scratch: !sage.ptr<i8>) attributes {sage.global_scratch = 128 : i64} {
   %c0 = arith.constant 0 : i64

@@ -28,20 +28,17 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 
 // CHECK-LABEL: func.func @roles
 // CHECK-SAME: sage.producer_warps = 4 : i32
-// Each role's copy leader is elected at the function's start: a lane of the
-// producer's first warp (warp 4) and one of warp 0, which initialises the
-// mbarrier; every thread meets once.
+// Each role's leader warp is found at the function's start (the producer's
+// first, warp 4, and warp 0, which initialises the mbarrier); a lane of it
+// is elected at each one-thread op. Every thread meets once.
 // CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
 // CHECK: %[[WARP:.*]] = arith.shrui %[[TID]], %c5_i32
 // CHECK: %[[UNIFORM4:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
-// CHECK: %[[WARP4:.*]] = arith.cmpi eq, %[[UNIFORM4]], %c4_i32
-// CHECK: %[[ELECTED4:.*]] = nvvm.elect.sync -> i1
-// CHECK: %[[PRODUCER_LEADER:.*]] = arith.andi %[[WARP4]], %[[ELECTED4]]
+// CHECK: %[[PRODUCER_WARP:.*]] = arith.cmpi eq, %[[UNIFORM4]], %c4_i32
 // CHECK: %[[UNIFORM0:.*]] = nvvm.shfl.sync idx %c-1_i32, %[[WARP]], %c0_i32, %c31_i32
 // CHECK: %[[WARP0:.*]] = arith.cmpi eq, %[[UNIFORM0]], %c0_i32
-// CHECK: %[[ELECTED0:.*]] = nvvm.elect.sync -> i1
-// CHECK: %[[LEADER:.*]] = arith.andi %[[WARP0]], %[[ELECTED0]]
-// CHECK: "@$2 mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,b" %{{.*}}, %c1_i32, %[[LEADER]]
+// CHECK-NOT: elect
+// CHECK: "{{.*}}@!$2 bra.uni sage_led;{{.*}}elect.sync _|sage_leader, sage_lanes;\0A\09@sage_leader mbarrier.init.shared::cta.b64 [$0], $1;{{.*}}", "r,r,b" %{{.*}}, %c1_i32, %[[WARP0]]
 // CHECK: nvvm.barrier0
 // The consumer warpgroup (threads below 128) takes registers, the producer
 // gives them back.
@@ -57,8 +54,7 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // mbarrier and issues the copy.
 // CHECK: arith.cmpi eq, %[[WARP]], %c4_i32
 // CHECK: tensormap.cp_fenceproxy
-// CHECK: mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,b" %{{.*}}, %c8192_i32, %[[PRODUCER_LEADER]]
-// CHECK: cp.async.bulk.tensor.2d{{.*}}%[[PRODUCER_LEADER]]
+// CHECK: mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;\0A\09@sage_leader cp.async.bulk.tensor.2d{{.*}}", "r,r,r,l,r,r,r,b" %{{.*}}, %c8192_i32, {{.*}}, %[[PRODUCER_WARP]]
 // CHECK-NOT: nvvm.barrier0
 // CHECK: return
 
