@@ -61,6 +61,11 @@ PLANS: dict[str, ForwardTiles | Callable[[ForwardTiles], ForwardTiles] | None] =
     # S from a biased accumulator (fine scales without Q-smoothing).
     "256-keys-biased": ForwardTiles(64, 4, block_n=256, skewed=False, tma_store=True,
                                     biased_scores=True),
+    # Two warpgroups a program sharing the key blocks' copies (half the L2
+    # reads a query row), no producer.
+    "128-rows-256-keys-biased": ForwardTiles(128, 8, block_n=256, skewed=False,
+                                             tma_store=True, biased_scores=True),
+    "128-rows-64-keys": ForwardTiles(128, 8, maxnreg=128, skewed=False, tma_store=True),
     "producer-128x128": ForwardTiles(128, 8, warp_specialize=True, block_n=128,
                                      skewed=False, tma_store=True),
     "ping-pong-128x128": ForwardTiles(128, 8, warp_specialize=True, ping_pong=True,
