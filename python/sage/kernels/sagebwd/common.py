@@ -196,16 +196,27 @@ def quantize_key_groups(k, k_q, k_scale, k_group_scale, bh, block, row, rows, nb
     store_rows(k_q, k_tile, bh, row, rows, D)
 
 
-def load_key_group_scales(k_group_scale, bh, col, n_kv, BLOCK_N: int, KV_BLOCK: int):
+def load_key_group_scales(k_group_scale, bh, col, n_kv, BLOCK_N: int, KV_BLOCK: int,
+                          whole: bool = False):
     """K's group scales (:func:`quantize_key_groups`, pre-pass blocks of
     KV_BLOCK keys) of the BLOCK_N keys at ``col`` (a multiple of BLOCK_N) as
     a ``1 x G`` row, in the order of :func:`key_groups`' groups (0 past the
-    last block)."""
+    last block). ``whole``: the caller knows that every key of the block
+    exists, and the view ends with the block (one bounds check for the
+    tile, not one a scale)."""
     per_block = key_group_count(KV_BLOCK)
     count = per_block * max(1, BLOCK_N // KV_BLOCK)
     nblocks = cdiv(n_kv, KV_BLOCK)
+    if whole and BLOCK_N >= KV_BLOCK:
+        # A multiple of `count` as the compiler sees it, and so the end: one
+        # bounds check for the tile (MemoryOpsToLLVM's wholeTileDims).
+        first = (col // BLOCK_N) * count
+        end = first + count
+    else:
+        first = (col // KV_BLOCK) * per_block
+        end = nblocks * per_block
     return sl.load(slice_of(k_group_scale, bh, nblocks * per_block, 1), (1, count),
-                   (0, (col // KV_BLOCK) * per_block), (0, 1), (1, nblocks * per_block))
+                   (0, first), (0, 1), (1, end))
 
 
 def key_groups(BLOCK_N: int, KV_BLOCK: int) -> int:

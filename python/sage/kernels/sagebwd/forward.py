@@ -203,7 +203,8 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # factor keeps FACTOR_BITS significant bits, so that
                 # SCORE_BIAS * factor is exact.
                 factor = row_scale * load_key_group_scales(k_group_scale, kv, col, N_KV,
-                                                           BLOCK_N, KV_BLOCK)
+                                                           BLOCK_N, KV_BLOCK,
+                                                           whole=not MASKED)
                 if MASKED:
                     factor = sl.maximum(factor, SMALLEST_NORMAL)
                 if BIASED:
