@@ -363,8 +363,9 @@ def integer_o(ptx: str, check: bool = False) -> str:
     return ptx
 
 
+# A copy, predicated on the lane its leader region elected (CopyLeaders.h).
 _TENSOR_LOAD = re.compile(
-    r"@(%p\d+) cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile"
+    r"@(sage_leader) cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile"
     r"\.mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);")
 _CTA_BARRIER = "bar.sync \t0;"
 _CLUSTER_BARRIER = "barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;"

@@ -117,7 +117,8 @@ def test_multicast(library, tmp_path, d):
     maps = re.findall(r"cp\.async\.bulk\.tensor[^\n]*\[(%rd\d+), \{", loop)
     expected = ["%xk" if m == maps[0] else "%xv" for m in maps]
     assert expected.count("%xk") == 2 and expected.count("%xv") in (2, 4)
-    multicasts = re.findall(r"and\.pred \t%xq, %p\d+, (%x[kv]);\n\t@%xq cp\.async\.bulk\.tensor"
+    multicasts = re.findall(r"and\.pred \t%xq, sage_leader, (%x[kv]);\n\t@%xq "
+                            r"cp\.async\.bulk\.tensor"
                             r"[^\n]*\.multicast::cluster [^\n]*, %xmask;", out)
     assert multicasts == expected
     assert out.count("barrier.cluster.arrive.aligned;") == 3
