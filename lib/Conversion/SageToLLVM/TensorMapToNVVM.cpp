@@ -172,8 +172,9 @@ struct MakeTensorMapLowering : public OpConversionPattern<MakeTensorMapOp> {
 /// With the election at the copy, not once at the function's entry, ptxas
 /// keeps a copy's operands (the map's address, the coordinates) in uniform
 /// registers and issues it once, without moving them from per-lane
-/// registers first: the SageBwd forward's key loop is 14 instructions a trip
-/// shorter at D = 128.
+/// registers first: the SageBwd forward's key loop is 10 instructions a trip
+/// shorter at D = 128
+/// (bench/results/2026-11-27-h100-leader-elected-at-copy.md).
 class LeaderRegion {
 public:
   /// Adds `statement` (one PTX statement, without its predicate), whose

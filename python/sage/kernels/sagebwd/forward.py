@@ -47,8 +47,9 @@ from sage.reference.sagebwd import (FACTOR_MASK, GRID, K_SCALE_GROUPS, SCORE_BIA
 EXPONENT_BITS = 0x7F800000
 #: The bits of an accumulator column that choose the lane of a quad holding
 #: it (K's scale groups are these columns, :data:`K_SCALE_GROUPS`): a row's
-#: sums over each lane's own columns need no shuffle.
-LANE_COLUMNS, LANES = K_SCALE_GROUPS, 4
+#: sums over each lane's own columns need no shuffle. LANES: how many.
+LANE_COLUMNS = K_SCALE_GROUPS
+LANES = 1 << bin(LANE_COLUMNS).count("1")
 
 
 def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, o, lse,
