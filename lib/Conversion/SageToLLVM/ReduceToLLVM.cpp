@@ -207,9 +207,13 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
 
     // 1. Within the thread: one partial per kept slot, over the slots that
     //    differ from it in reduced register bits (copies excluded), combined
-    //    pairwise: a tree of depth log2(n) instead of a chain of n - 1
-    //    dependent instructions (a softmax row's max and sum over 32 slots
-    //    each waited out every FMNMX's and FADD's latency in turn). Sums
+    //    in a tree, not a chain of n - 1 dependent instructions (a softmax
+    //    row's max and sum over 32 slots each waited out every FMNMX's and
+    //    FADD's latency in turn). Floats combine pairwise. Integers combine
+    //    three at a time, as combine(combine(a, b), c) with the inner value
+    //    used once: ptxas fuses that into one three-input instruction
+    //    (VIMNMX3, IADD3 on sm_90), where a pairwise tree's inner nodes fuse
+    //    only every other level (two instructions per three operations). Sums
     //    of widened bytes take four a time (sumBytesByDp4a).
     SmallVector<Value> partial;
     int32_t freeRegs = in->getLayout().getFreeMask(layout::InDim::Register);
@@ -230,12 +234,15 @@ struct ReduceLowering : public OpConversionPattern<ReduceOp> {
         if (kind == ReduceKind::AbsMax)
           v = absolute(rw, loc, v);
       }
+      size_t arity = isa<FloatType>(level.front().getType()) ? 2 : 3;
       while (level.size() > 1) {
         SmallVector<Value> next;
-        for (size_t i = 0; i + 1 < level.size(); i += 2)
-          next.push_back(combine(rw, loc, kind, level[i], level[i + 1]));
-        if (level.size() % 2)
-          next.push_back(level.back());
+        for (size_t i = 0; i < level.size(); i += arity) {
+          Value node = level[i];
+          for (size_t j = i + 1; j < std::min(i + arity, level.size()); ++j)
+            node = combine(rw, loc, kind, node, level[j]);
+          next.push_back(node);
+        }
         level = std::move(next);
       }
       partial.push_back(level.front());

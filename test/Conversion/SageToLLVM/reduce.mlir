@@ -97,6 +97,21 @@ func.func @tree(%x: tensor<1x1024xf32>) -> tensor<1x1xf32> {
   return %r : tensor<1x1xf32>
 }
 
+// Integers combine three at a time, as (a max b) max c with the inner value
+// used once (ptxas fuses it into VIMNMX3): slots 0-2, 3-5, ..., then those
+// results three at a time; never two pairs' maxima combined.
+// CHECK-LABEL: func.func @ternary_tree
+// CHECK: %[[A:.*]] = arith.maxsi %arg0, %arg1 : i32
+// CHECK-NEXT: %[[B:.*]] = arith.maxsi %[[A]], %arg2 : i32
+// CHECK-NEXT: %[[C:.*]] = arith.maxsi %arg3, %arg4 : i32
+// CHECK-NEXT: %[[D:.*]] = arith.maxsi %[[C]], %arg5 : i32
+// CHECK: %[[E:.*]] = arith.maxsi %[[B]], %[[D]] : i32
+// CHECK-NEXT: arith.maxsi %[[E]], %{{.*}} : i32
+func.func @ternary_tree(%x: tensor<1x1024xi32>) -> tensor<1x1xi32> {
+  %r = sage.reduce max %x axis 1 : tensor<1x1024xi32> -> tensor<1x1xi32>
+  return %r : tensor<1x1xi32>
+}
+
 // f16 is widened to f32 for the shuffles and narrowed at the end.
 // CHECK-LABEL: func.func @half
 // CHECK: arith.extf %{{.*}} : f16 to f32

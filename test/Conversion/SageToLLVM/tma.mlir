@@ -61,12 +61,15 @@ module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK: mbarrier.try_wait.parity
 // CHECK: nvvm.wgmma.fence.aligned
 // Each operand's first descriptor is encoded from its address; the next K
-// steps (32 bytes further: 2 in the 16-byte start field) add to it.
+// steps (32 bytes further: 2 in the 16-byte start field) add to it, through
+// an opaque move (LLVM would fold the adds into the encoding's `or`).
 // CHECK: %[[DB:.*]] = arith.ori %{{.*}}, %[[DESC]] : i64
 // CHECK: %[[DA:.*]] = arith.ori %{{.*}}, %[[DESC]] : i64
 // CHECK-NEXT: nvvm.wgmma.mma_async %[[DA]], %[[DB]]
-// CHECK-NEXT: %[[DB1:.*]] = arith.addi %[[DB]], %c2_i64 : i64
-// CHECK-NEXT: %[[DA1:.*]] = arith.addi %[[DA]], %c2_i64 : i64
+// CHECK-NEXT: %[[OB:.*]] = llvm.inline_asm {{.*}}"mov.b64 $0, $1;", "=l,l" %[[DB]]
+// CHECK-NEXT: %[[DB1:.*]] = arith.addi %[[OB]], %c2_i64 : i64
+// CHECK-NEXT: %[[OA:.*]] = llvm.inline_asm {{.*}}"mov.b64 $0, $1;", "=l,l" %[[DA]]
+// CHECK-NEXT: %[[DA1:.*]] = arith.addi %[[OA]], %c2_i64 : i64
 // CHECK-NEXT: nvvm.wgmma.mma_async %[[DA1]], %[[DB1]]
 // CHECK-COUNT-2: nvvm.wgmma.mma_async
 // Every thread is done waiting before the leader releases the mbarriers.
@@ -125,7 +128,8 @@ func.func @unswizzled(%a: !sagegpu.smem<64x128xi8, #sagegpu.shared<swizzle = 0, 
 // CHECK-DAG: %[[STEP:.*]] = arith.constant 128 : i64
 // CHECK: %[[B0:.*]] = arith.ori %{{.*}}, %[[FIELDS]] : i64
 // CHECK: nvvm.wgmma.mma_async %{{.*}}, %[[B0]], {{.*}} B[<bf16>, <one>, <row>]
-// CHECK: %[[B1:.*]] = arith.addi %[[B0]], %[[STEP]] : i64
+// CHECK: %[[O0:.*]] = llvm.inline_asm {{.*}}"mov.b64 $0, $1;", "=l,l" %[[B0]]
+// CHECK: %[[B1:.*]] = arith.addi %[[O0]], %[[STEP]] : i64
 // CHECK: nvvm.wgmma.mma_async %{{.*}}, %[[B1]], {{.*}} B[<bf16>, <one>, <row>]
 // CHECK-COUNT-6: nvvm.wgmma.mma_async {{.*}} B[<bf16>, <one>, <row>]
 func.func @mn_major_b(%a: !sagegpu.smem<64x128xbf16, #sagegpu.shared<swizzle = 128, bits = 16>>,
