@@ -1,5 +1,6 @@
 //===- AllocateSharedMemory.cpp - place shared tiles by liveness ----------===//
 
+#include "sage/Conversion/SageToLLVM/DotLowering.h"
 #include "sage/Conversion/SageToLLVM/Passes.h"
 #include "sage/Conversion/SageToLLVM/SharedMemory.h"
 #include "sage/Dialect/Sage/IR/SageDialect.h"
@@ -97,8 +98,14 @@ struct AllocateSharedMemoryPass
         buffers.push_back(
             {op, type.getSizeInBytes(), alignment, span[op].first, last});
       } else if (int64_t bytes = getOpScratchBytes(op)) {
-        buffers.push_back({op, bytes, kAlignment, span[op].first,
-                           lastOf(op, span[op].second)});
+        // A splat accumulator's bytes are stored once, at the kernel's
+        // entry (WgmmaToNVVM): they are live throughout.
+        auto dot = dyn_cast<sagegpu::DotOp>(op);
+        if (dot && getSplatAccumulatorBits(dot))
+          buffers.push_back({op, bytes, kAlignment, 0, clock});
+        else
+          buffers.push_back({op, bytes, kAlignment, span[op].first,
+                             lastOf(op, span[op].second)});
       }
     });
 

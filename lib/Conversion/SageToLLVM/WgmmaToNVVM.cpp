@@ -22,6 +22,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::sage;
@@ -244,22 +245,32 @@ struct WgmmaDotLowering : public OpConversionPattern<sagegpu::DotOp> {
     // materialised: the first K step ignores D (scale-d 0), so its
     // registers need no zeroing every trip. A splat constant is stored to
     // the op's 16 bytes of scratch by every thread (the same bytes: no
-    // barrier) and read back four registers a load, instead of one move a
-    // register every trip; the loads are volatile, so that ptxas neither
-    // forwards the store nor hoists them and copies registers instead.
+    // barrier) once, at the kernel's entry (the bytes are the op's alone
+    // throughout: sagegpu-allocate-shared-memory), and read back four
+    // registers a load, instead of one move a register every trip; the
+    // loads are volatile, so that ptxas neither forwards the store nor
+    // hoists them and copies registers instead.
     bool zeroInit = matchPattern(op.getAcc(), m_Zero()) ||
                     matchPattern(op.getAcc(), m_AnyZeroFloat());
     std::optional<uint32_t> splat = getSplatAccumulatorBits(op);
     Value splatAddr;
     if (splat) {
-      splatAddr =
-          sharedAddress(rw, loc,
-                        LLVM::ConstantOp::create(rw, loc, rw.getI32Type(),
-                                                 getScratchOffset(op)));
-      Value bits =
-          LLVM::ConstantOp::create(rw, loc, rw.getI32Type(), int64_t(*splat));
-      inlinePtx(rw, loc, Type(), {splatAddr, bits},
-                "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r");
+      auto offset = [&](OpBuilder &b) {
+        return sharedAddress(b, loc,
+                             LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                                      getScratchOffset(op)));
+      };
+      {
+        OpBuilder::InsertionGuard atEntry(rw);
+        rw.setInsertionPointToStart(&op->getParentOfType<FunctionOpInterface>()
+                                         .getFunctionBody()
+                                         .front());
+        Value bits =
+            LLVM::ConstantOp::create(rw, loc, rw.getI32Type(), int64_t(*splat));
+        inlinePtx(rw, loc, Type(), {offset(rw), bits},
+                  "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r");
+      }
+      splatAddr = offset(rw);
     }
     ValueRange init = adaptor.getAcc();
     SmallVector<Value> accs;

@@ -7,7 +7,9 @@
 
 #blocked = #sagegpu.blocked<size = [1, 4], threads = [4, 8], warps = [4, 1]>
 #shared = #sagegpu.shared<swizzle = 0, bits = 8>
+#sw = #sagegpu.shared<swizzle = 64, bits = 8>
 #mma = #sagegpu.mma<mma_sync, warps = [4, 1]>
+#wgmma = #sagegpu.mma<wgmma, warps = [4, 1], n = 64>
 module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
 // CHECK-LABEL: func.func @liveness
 // CHECK-SAME: sage.shared_memory = 24576
@@ -78,5 +80,25 @@ func.func @ring(%n: index, %i: i32, %z: tensor<64x64xi32, #mma>) -> tensor<64x64
     scf.yield %d : tensor<64x64xi32, #mma>
   }
   return %r : tensor<64x64xi32, #mma>
+}
+
+// A dot's splat accumulator is stored once, at the kernel's entry, and read
+// in every trip: its 16 bytes are live throughout and no scratch shares
+// them, even where buffers share by liveness (the reduction after it, live
+// only while it runs and placed first, the larger, takes other bytes).
+// CHECK-LABEL: func.func @splat
+// CHECK-SAME: sage.shared_memory = 1152
+// CHECK: sagegpu.dot {{.*}} {sagegpu.scratch_offset = 1024 : i64}
+// CHECK: sage.reduce max %{{.*}} axis 0 {sagegpu.scratch_offset = 0 : i64}
+func.func @splat(%q: !sagegpu.smem<64x64xi8, #sw>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %bias = arith.constant dense<1262485504> : tensor<64x64xi32, #wgmma>
+  scf.for %i = %c0 to %n step %c1 {
+    %s = sagegpu.dot %q, %q, %bias contract(1, 1) : !sagegpu.smem<64x64xi8, #sw>, !sagegpu.smem<64x64xi8, #sw> -> tensor<64x64xi32, #wgmma>
+    %w = sagegpu.dot_wait %s {pendings = 0 : i32} : tensor<64x64xi32, #wgmma>
+    %m = sage.reduce max %w axis 0 : tensor<64x64xi32, #wgmma> -> tensor<1x64xi32, #sagegpu.slice<dim = 0, parent = #wgmma>>
+  }
+  return
 }
 }

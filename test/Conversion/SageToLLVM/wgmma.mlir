@@ -109,14 +109,16 @@ func.func @pv_carried(%p0: tensor<64x64xbf16>, %v: tensor<64x64xbf16>, %s: tenso
 }
 
 // A splat constant accumulator (here the bits of 1.5 * 2^23) is stored to
-// the dot's 16 bytes of scratch by every thread and read back four
-// registers a volatile load (no move a register), and the first K step
-// accumulates onto it. In a loop, no barrier orders those bytes: every
-// thread writes the same ones.
+// the dot's 16 bytes of scratch by every thread, once, at the kernel's entry
+// (the bytes are the dot's alone), and read back four registers a volatile
+// load (no move a register) in every trip; the first K step accumulates
+// onto it. No barrier orders those bytes: every thread writes the same ones.
 // CHECK-LABEL: func.func @biased
+// CHECK: llvm.mlir.constant(1262485504 : i32)
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r" %{{.*}}, %{{.*}} : (i32, i32) -> ()
 // CHECK: scf.for
 // CHECK-NOT: nvvm.barrier0
-// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "st.shared.v4.b32 [$0], {$1, $1, $1, $1};", "r,r" %{{.*}}, %{{.*}} : (i32, i32) -> ()
+// CHECK-NOT: st.shared
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects asm_dialect = att "ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r"
 // CHECK-NOT: ld.volatile.shared
 // CHECK: nvvm.wgmma.fence.aligned
