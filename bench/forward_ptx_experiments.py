@@ -45,6 +45,12 @@ Variants (``--variants``):
   then take the same key blocks); N / BLOCK_M must be even. Measured: 14-15%
   slower than the default at N6K (bench/results/2026-11-27-h100-copy-leaders.md):
   holding two CTAs in step at every refill costs more than the bytes save.
+* ``no-refill-barrier``: the CTA barrier before each refill of a key
+  block's slot in the loops (the copies of K^ and V^T issued a stage ahead)
+  removed. With one warpgroup a CTA, the last readers of the slot are that
+  warpgroup's own wgmma groups, which every warp has waited for before its
+  copy leader can reach the refill (each wgmma is issued by the four warps
+  together): does the barrier cost time? (O is unchanged.)
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -418,14 +424,37 @@ def multicast(ptx: str) -> str:
     return "".join(pieces + [ptx[pos:]])
 
 
+def no_refill_barrier(ptx: str) -> str:
+    """The loops' refills without the CTA barrier before them (see the
+    module docstring): the last barrier before each tensor copy issued
+    after the first S group, where no wgmma lies between and no mbarrier is
+    set up or invalidated since the last wgmma (the masked loop's first
+    copies follow its barriers' set-up, which the barrier publishes)."""
+    first = _score_groups(ptx)[0].start()
+    barriers = set()
+    for load in _TENSOR_LOAD.finditer(ptx, first):
+        at = ptx.rindex(_CTA_BARRIER, 0, load.start())
+        since = ptx[ptx.rindex("wgmma", 0, at):load.start()]
+        if at > first and "wgmma" not in ptx[at:load.start()] \
+                and "mbarrier.init" not in since and "mbarrier.inval" not in since:
+            barriers.add(at)
+    if not barriers:
+        raise ValueError("no refill barrier found after the first S group")
+    pieces, pos = [], 0
+    for at in sorted(barriers):
+        pieces.append(ptx[pos:at])
+        pos = at + len(_CTA_BARRIER)
+    return "".join(pieces + [ptx[pos:]])
+
+
 def parse_variant(name: str) -> dict[str, Any]:
-    """``default``, ``split-scores``, ``multicast``,
+    """``default``, ``split-scores``, ``multicast``, ``no-refill-barrier``,
     ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "multicast"):
+    if name in ("default", "split-scores", "multicast", "no-refill-barrier"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -444,7 +473,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, "
-                     "multicast, ex2-emulation:K, "
+                     "multicast, no-refill-barrier, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -454,6 +483,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return split_scores(ptx)
     if spec["kind"] == "multicast":
         return multicast(ptx)
+    if spec["kind"] == "no-refill-barrier":
+        return no_refill_barrier(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

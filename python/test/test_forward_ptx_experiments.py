@@ -133,6 +133,25 @@ def test_multicast(library, tmp_path, d):
     _assembles(out, tmp_path)
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_no_refill_barrier(library, tmp_path, d):
+    """The loops' refills (one a loop: the mask-free and the masked) lose the
+    CTA barrier before them; the prologue's and the others stay."""
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", d), library)
+    out = experiments.no_refill_barrier(ptx)
+    assert out.count("bar.sync \t0;") == ptx.count("bar.sync \t0;") - 2
+    first = re.search(r"wgmma\.mma_async[^\n]*\.s8\.s8", ptx).start()
+    assert out[:first] == ptx[:first]
+    # The masked loop's set-up (its barriers invalidated and initialised)
+    # keeps its barrier.
+    def before_masked(text: str) -> int:
+        return text.count("bar.sync \t0;", 0, text.index("mbarrier.inval", first))
+    assert before_masked(out) == before_masked(ptx) - 1
+    assert experiments.parse_variant("no-refill-barrier") == {"kind": "no-refill-barrier",
+                                                               "programs": 1}
+    _assembles(out, tmp_path)
+
+
 def test_split_scores_needs_d128(library):
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
     with pytest.raises(ValueError, match="D=128"):
