@@ -47,6 +47,11 @@ KNOWN_SPILLS = {
 # (direct_kv) uses all 255 registers.
 SPILLS_OUTSIDE_LOOPS = {
     ("sagebwd_backward", 64): lambda flags: flags["direct_kv"],
+    # Q^ and its scales wait across the key loop to be stored for the
+    # backward after it (a store before the loop would hold back its first
+    # copies: sagegpu-pipeline): at the 168-register cap some are spilled
+    # once before the loop and reloaded once after it.
+    ("sagebwd_forward", 128): lambda flags: not flags["smooth_q"],
 }
 
 

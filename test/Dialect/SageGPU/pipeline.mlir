@@ -308,3 +308,77 @@ func.func @bulk_scales(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 }
+
+// -----
+
+module attributes {sage.target = "sm_90a", sage.num_warps = 4 : i32} {
+// The first copies go as early as the block allows: right after the wait
+// for the previous grid (the last op they may not pass), before the work
+// that precedes the loop (a global load, arithmetic, a shared-memory tile).
+// The loop's bound, computed just before it, moves up with them.
+// CHECK-LABEL: func.func @early_copies
+// CHECK: sage.load %arg2
+// CHECK-NEXT: sage.grid_dependency_wait
+// CHECK-NEXT: %[[UB:.*]] = arith.muli %arg3, %c64_i32 : i32
+// CHECK: %[[RA:.*]] = sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #shared>
+// CHECK: scf.if
+// CHECK: sagegpu.tma_load
+// CHECK: sagegpu.tma_load
+// CHECK-NEXT: }
+// CHECK: arith.mulf
+// CHECK: scf.for %{{.*}} = %c0_i32 to %[[UB]] step %c64_i32
+func.func @early_copies(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                        %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                        %x: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                        %blocks: i32, %n: i64 {sage.divisibility = 16 : i64},
+                        %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %lb = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %xt = sage.load %x[%c0, %c0] strides [%c1, %c0] bounds [%n, %c1] : !sage.ptr<f32> -> tensor<64x1xf32>
+  sage.grid_dependency_wait
+  %y = arith.mulf %xt, %xt : tensor<64x1xf32>
+  %z = sage.broadcast %y : tensor<64x1xf32> -> tensor<64x64xf32>
+  %ub = arith.muli %blocks, %c64 : i32
+  %r = scf.for %j = %lb to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 2 : i32}
+  return
+}
+
+// A store to global memory may be what the copies read: they stay after it.
+// CHECK-LABEL: func.func @after_store
+// CHECK: sage.grid_dependency_wait
+// CHECK: sage.store
+// CHECK: sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #shared>
+// CHECK: scf.if
+// CHECK: sagegpu.tma_load
+// CHECK: scf.for
+func.func @after_store(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                       %x: !sage.ptr<f32> {sage.alignment = 16 : i64},
+                       %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                       %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %lb = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %one = arith.constant dense<1.0> : tensor<64x1xf32>
+  sage.grid_dependency_wait
+  sage.store %one, %x[%c0, %c0] strides [%c1, %c0] bounds [%n, %c1] : tensor<64x1xf32>, !sage.ptr<f32>
+  %r = scf.for %j = %lb to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 2 : i32}
+  return
+}
+}

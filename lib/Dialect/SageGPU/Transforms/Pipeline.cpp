@@ -8,6 +8,10 @@
 // `(it / S) % 2`. The copy of an iteration is thus in flight during the
 // S - 1 iterations before it.
 //
+// The rings and the first copies go as early as the loop's block allows
+// (issuePoint): their memory latency then passes under the work before the
+// loop (the SageBwd forward quantizes its query block there).
+//
 // A loop whose one wgmma dot accumulates into a carried value keeps that
 // accumulation in flight across iterations (keepAccumulationInFlight): the
 // next iteration's dot is issued before the current one completes.
@@ -21,6 +25,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::sagegpu {
 #define GEN_PASS_DEF_SAGEGPUPIPELINE
@@ -32,6 +37,65 @@ using namespace mlir::sage;
 using namespace mlir::sagegpu;
 
 namespace {
+
+/// Whether the first copies may be issued before `op` (they move up past
+/// it): it holds no regions, and it only reads memory or touches shared
+/// memory (the rings get bytes of their own: sagegpu-allocate-shared-memory
+/// sees them live from their new place). A write to global memory may be
+/// what a copy reads; the wait for the previous grid (no declared effects)
+/// is where what the copies read becomes visible.
+bool copiesMayPass(Operation *op) {
+  if (op->getNumRegions() != 0)
+    return false;
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return isPure(op);
+  SmallVector<MemoryEffects::EffectInstance> list;
+  effects.getEffects(list);
+  return llvm::all_of(list, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Read>(e.getEffect()) ||
+           e.getResource() == SharedMemoryResource::get();
+  });
+}
+
+/// The op of the loop's block before which its rings are set up and its
+/// first copies issued: the earliest that follows every op the copies may
+/// not pass. The pure ops that compute what the copies and the loop's
+/// bounds use move up with them (the kernel may compute a bound just before
+/// its loop); every other definition they use stops them.
+Operation *issuePoint(scf::ForOp loop, ArrayRef<LoopCopy> copies) {
+  llvm::SmallPtrSet<Value, 16> used;
+  auto use = [&](ValueRange values) {
+    used.insert(values.begin(), values.end());
+  };
+  use(loop.getOperands().take_front(3)); // bounds and step
+  for (const LoopCopy &copy : copies) {
+    use(copy.inputs());
+    for (Operation *op : copy.coordinates)
+      use(op->getOperands());
+  }
+  // The ops between the last one the copies may not pass and the loop:
+  // those carried up (in order), then the point, then the others (in order).
+  Operation *point = loop;
+  SmallVector<Operation *> carried;
+  for (Operation *prev = loop->getPrevNode(); prev;
+       prev = prev->getPrevNode()) {
+    bool defines = llvm::any_of(prev->getResults(),
+                                [&](Value r) { return used.contains(r); });
+    if (defines && isPure(prev) && prev->getNumRegions() == 0) {
+      carried.push_back(prev);
+      use(prev->getOperands());
+    } else if (defines || !copiesMayPass(prev)) {
+      break;
+    } else {
+      point = prev;
+    }
+  }
+  for (Operation *op : llvm::reverse(carried))
+    if (point->isBeforeInBlock(op))
+      op->moveBefore(point);
+  return point;
+}
 
 struct Pipeliner {
   scf::ForOp loop;
@@ -56,7 +120,7 @@ struct Pipeliner {
 
   void run(MutableArrayRef<LoopCopy> copies) {
     Location loc = loop.getLoc();
-    OpBuilder b(loop);
+    OpBuilder b(issuePoint(loop, copies));
     Value lb = loop.getLowerBound(), step = loop.getStep();
     Type ivType = lb.getType();
     auto ivConst = [&](OpBuilder &at, int64_t v) -> Value {

@@ -153,19 +153,34 @@ def quantize_block_to(x, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int
     Returns the INT8 tile and its scales (a ``BLOCK x 1`` column per token,
     else ``1 x 1``), as stored.
     """
+    x_q, scale = quantize_block(x, row, rows, PER_TOKEN)
+    store_quantized(x_q, scale, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D, PER_TOKEN,
+                    transposed_stride, scale_rows)
+    return x_q, scale
+
+
+def quantize_block(x, row, rows, PER_TOKEN: bool = False):
+    """:func:`quantize_block_to`'s quantization alone: the INT8 tile and its
+    scales (per token, 0 for the rows past ``rows``)."""
     if PER_TOKEN:
         x_q, scale = sl.quantize(x, sl.int8_per_token)
         # One select a row: a tail row need not be zeroed element by element.
-        scale = sl.where(row_ids(row, x.shape[0]) < rows, scale, 0.0)
+        return x_q, sl.where(row_ids(row, x.shape[0]) < rows, scale, 0.0)
+    return sl.quantize(x, sl.int8_per_block)
+
+
+def store_quantized(x_q, scale, q_ptr, scale_ptr, bh, block, row, rows, nblocks, D: int,
+                    PER_TOKEN: bool = False, transposed_stride=None, scale_rows=None) -> None:
+    """:func:`quantize_block_to`'s stores alone: of :func:`quantize_block`'s
+    tile and scales."""
+    if PER_TOKEN:
         store_row_stat(scale_ptr, scale, bh, row, rows if scale_rows is None else scale_rows)
     else:
-        x_q, scale = sl.quantize(x, sl.int8_per_block)
         store_block_scale(scale_ptr, scale, bh, block, nblocks)
     if transposed_stride is None:
         store_rows(q_ptr, x_q, bh, row, rows, D)
     else:
         store_transposed_rows(q_ptr, x_q, bh, row, rows, transposed_stride, D)
-    return x_q, scale
 
 
 def key_group_count(BLOCK: int) -> int:

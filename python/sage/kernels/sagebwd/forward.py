@@ -1,10 +1,10 @@
 """The SageBwd forward (spec 4.1 step 3-4): INT8 Q K^T, exp2 online softmax,
 per-token INT8 P~, INT8 P~ V, then O and the LSE.
 
-Each program first quantizes its own block of Q (spec 4.1 step 1 for Q,
-:func:`~sage.kernels.sagebwd.prepass.quantize_q_block`, stored for the
-backward): Q is read once, here, and K and V come quantized from the
-pre-pass launch.
+Each program quantizes its own block of Q before its key loop (spec 4.1
+step 1 for Q, :func:`~sage.kernels.sagebwd.prepass.quantize_q_block`,
+stored for the backward after the loop): Q is read once, here, and K and V
+come quantized from the pre-pass launch.
 
 One program owns BLOCK_M query rows of one (batch, query head) and walks the
 key blocks of its kv head, in the FlashAttention forward's structure
@@ -39,7 +39,7 @@ from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, col_ids, key_bia
                                          kv_head_of, load_block_scale, load_key_group_scales,
                                          load_scale, load_vector, padded_tokens, row_ids,
                                          smoothing_bias)
-from sage.kernels.sagebwd.prepass import quantize_q_block
+from sage.kernels.sagebwd.prepass import load_q_block, quantize_q_block, store_q_block
 from sage.reference.sagebwd import (FACTOR_MASK, GRID, K_SCALE_GROUPS, SCORE_BIAS,
                                     SCORE_BIAS_BITS, UNIT_RANGE)
 
@@ -117,14 +117,17 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                            (heads.to(sl.int64) * count * D, count * D, D, 1),
                            (BATCH, heads, count, D))
 
-        qt, sq, qbar = quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb,
-                                        stride_qh, stride_qn, batch, head, block, D, BLOCK_M,
-                                        SMOOTH_Q, FINE_SCALES)
+        x = load_q_block(q, qk_scale, N, stride_qb, stride_qh, stride_qn, batch, head, block,
+                         D, BLOCK_M)
         # The K/V pre-pass, launched just before, may still be running (this
-        # kernel starts early: programmatic dependent launch): Q's block was
-        # read and quantized meanwhile; K^, V^T and their scales are read
-        # only after it has finished.
+        # kernel starts early: programmatic dependent launch): Q's block is
+        # read meanwhile; K^, V^T and their scales are read only after it has
+        # finished. The key loop's first copies are issued right after the
+        # wait (sagegpu-pipeline: nothing before the loop writes global
+        # memory), so their latency passes under Q's quantization; Q^ is
+        # stored for the backward after the loop.
         sl.grid_dependency_wait()
+        qt, sq, qbar = quantize_q_block(x, N, block, BLOCK_M, SMOOTH_Q, FINE_SCALES)
         one = sl.full((1, 1), 1.0, sl.float32)
         # The accumulator S starts from (BIASED): the bits of SCORE_BIAS.
         biased = sl.full((BLOCK_M, BLOCK_N), SCORE_BIAS_BITS, sl.int32) if BIASED else None
@@ -331,6 +334,8 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
             # P^ V^), the overlap left to the other programs on the SM.
             m, unit, l, acc = in_order(0, unmasked, m, unit, l, acc, False)
             m, unit, l, acc = in_order(unmasked, stop, m, unit, l, acc, True)
+        store_q_block(q_q, q_scale, q_mean, qt, sq, qbar, N, H, batch, head, block, D, BLOCK_M,
+                      SMOOTH_Q, FINE_SCALES)
         l = sl.sum(l, 1)  # the lanes' sums
         # O and l share the units, so O = acc / l; P^ carried a factor Q that l
         # carries too (LSE takes it out). One division per row, a multiply per

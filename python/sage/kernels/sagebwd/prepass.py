@@ -11,17 +11,18 @@ its tokens
 
 K and V are quantized by their own launch, :func:`quantize_kv_kernel`, before
 the forward: every query block reads all of them. A block of Q is read by
-one forward program only, which quantizes it itself
-(:func:`quantize_q_block`), so Q needs no launch of its own.
+one forward program only, which reads and quantizes it itself
+(:func:`load_q_block`, :func:`quantize_q_block`, :func:`store_q_block`), so
+Q needs no launch of its own.
 """
 
 from __future__ import annotations
 
 import sage.language as sl
 from sage.kernels.sagebwd.common import (SMALLEST_NORMAL, cdiv, head_base, load_strided_rows,
-                                         program_head, quantize_block_to, quantize_key_groups,
-                                         row_ids, scale_row_length, store_transposed_rows,
-                                         store_vector)
+                                         program_head, quantize_block, quantize_block_to,
+                                         quantize_key_groups, row_ids, scale_row_length,
+                                         store_quantized, store_transposed_rows, store_vector)
 
 
 #: Key tiles a program of quantize_kv_kernel loads per trip of its
@@ -50,40 +51,52 @@ def kv_cluster(d: int, n_kv: int) -> int:
     return KV_CLUSTER_LONG if d == 128 and n_kv >= LONG_KEYS else KV_CLUSTER
 
 
-def quantize_q_block(q, q_q, q_scale, q_mean, qk_scale, N, H, stride_qb, stride_qh,
-                     stride_qn, batch, head, block, D: int, BLOCK_M: int, SMOOTH_Q: bool,
-                     FINE_SCALES: bool):
+def load_q_block(q, qk_scale, N, stride_qb, stride_qh, stride_qn, batch, head, block,
+                 D: int, BLOCK_M: int):
     """One BLOCK_M-row block of ``c * Q`` (c = ``qk_scale`` = sm_scale * log2 e)
-    to INT8, stored for the backward and returned to the caller. The
-    forward kernel quantizes its own query block with it: Q is read once,
-    and no launch of its own precedes the forward.
+    in f32, 0 past N: what :func:`quantize_q_block` quantizes. The forward
+    kernel reads and quantizes its own query block: Q is read once, and no
+    launch of its own precedes the forward.
 
-    q: (B, H, N, D) f16/bf16 with strides ``stride_q*``; q_q: (B*H, N, D) i8;
-    q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N padded to 16) per token
-    with FINE_SCALES (0 scales past N);
-    q_mean: (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q (then
-    the block mean of ``c * Q`` over its valid rows is subtracted before
-    quantizing and saved: the forward adds ``q_mean . K_j^T`` back and the
-    backward adds the dK bias term).
+    q: (B, H, N, D) f16/bf16 with strides ``stride_q*``."""
+    q_base = head_base(q, batch, head, stride_qb, stride_qh)
+    return load_strided_rows(q_base, block * BLOCK_M, N, stride_qn, BLOCK_M, D).to(
+        sl.float32) * qk_scale
+
+
+def quantize_q_block(x, N, block, BLOCK_M: int, SMOOTH_Q: bool, FINE_SCALES: bool):
+    """:func:`load_q_block`'s ``x`` to INT8 (per token with FINE_SCALES, else
+    per block), without storing it (:func:`store_q_block` does).
 
     Returns the INT8 tile, its scales (a BLOCK_M x 1 column per token, else
-    1 x 1) and, with SMOOTH_Q, the 1 x D mean (else None): the values stored.
+    1 x 1; 0 past N) and, with SMOOTH_Q, the 1 x D mean of ``x`` over its
+    valid rows (else None), subtracted before quantizing: the forward adds
+    ``q_mean . K_j^T`` back and the backward adds the dK bias term.
     """
-    bh = batch * H + head
     row = block * BLOCK_M
-    nblocks = cdiv(N, BLOCK_M)
-    q_base = head_base(q, batch, head, stride_qb, stride_qh)
-    x = load_strided_rows(q_base, row, N, stride_qn, BLOCK_M, D).to(sl.float32) * qk_scale
     mean = None
     if SMOOTH_Q:
         count = sl.minimum(N - row, BLOCK_M).to(sl.float32)
         mean = sl.sum(x, axis=0) / count
         x = sl.where(row_ids(row, BLOCK_M) < N, x - mean, 0.0)
-        store_vector(q_mean, mean, bh * nblocks + block, D)
-    q_tile, scale = quantize_block_to(x, q_q, q_scale, bh, block, row, N, nblocks, D,
-                                      FINE_SCALES,
-                                      scale_rows=scale_row_length(N, BLOCK_M, FINE_SCALES))
+    q_tile, scale = quantize_block(x, row, N, FINE_SCALES)
     return q_tile, scale, mean
+
+
+def store_q_block(q_q, q_scale, q_mean, q_tile, scale, mean, N, H, batch, head, block,
+                  D: int, BLOCK_M: int, SMOOTH_Q: bool, FINE_SCALES: bool) -> None:
+    """:func:`quantize_q_block`'s results stored for the backward.
+
+    q_q: (B*H, N, D) i8; q_scale: (B*H, ceil(N/BLOCK_M)) f32, or (B*H, N
+    padded to 16) per token with FINE_SCALES (0 scales past N); q_mean:
+    (B*H, ceil(N/BLOCK_M), D) f32, written only with SMOOTH_Q.
+    """
+    bh = batch * H + head
+    nblocks = cdiv(N, BLOCK_M)
+    if SMOOTH_Q:
+        store_vector(q_mean, mean, bh * nblocks + block, D)
+    store_quantized(q_tile, scale, q_q, q_scale, bh, block, block * BLOCK_M, N, nblocks, D,
+                    FINE_SCALES, scale_rows=scale_row_length(N, BLOCK_M, FINE_SCALES))
 
 
 def quantize_kv_kernel(k, v, k_mean, k_q, k_scale, k_group_scale, v_qt, v_scale, kv_partials,

@@ -222,7 +222,7 @@ def time_launch(launch_once: Callable[[], Any], device: int) -> float:
 @functools.cache
 def _kernel_identity() -> dict[str, str]:
     """The forward kernel's name and a hash of its source and of the modules
-    that shape it (its helpers, the pre-pass module's quantize_q_block among
+    that shape it (its helpers, the pre-pass module's Q-block functions among
     them, its constexprs and the default plans)."""
     return kernel_identity(forward_module.sagebwd_forward, KERNEL,
                            helpers=(forward_module, common, prepass, strided, launch))
