@@ -206,9 +206,9 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # (the group max less SCORE_BIAS is T's, exactly), and the
                 # factor keeps FACTOR_BITS significant bits, so that
                 # SCORE_BIAS * factor is exact.
-                factor = row_scale * load_key_group_scales(k_group_scale, kv, col, N_KV,
-                                                           BLOCK_N, KV_BLOCK,
-                                                           whole=not MASKED)
+                group_scales = load_key_group_scales(k_group_scale, kv, col, N_KV, BLOCK_N,
+                                                     KV_BLOCK, whole=not MASKED)
+                factor = row_scale * group_scales
                 if MASKED:
                     factor = sl.maximum(factor, SMALLEST_NORMAL)
                 if BIASED:
@@ -245,9 +245,12 @@ def sagebwd_forward(q, q_q, q_scale, q_mean, k_q, k_scale, k_group_scale, v_qt, 
                 # constant - SCORE_BIAS * factor is exact for every group, and
                 # the FMA of SCORE_BIAS + T rounds as the FMA of T would
                 # (docs/sagebwd.md, "Scores from a biased accumulator").
-                largest = sl.max(factor, 1)
-                if not MASKED:
-                    largest = sl.maximum(largest, SMALLEST_NORMAL)  # as if each were raised
+                # The row's largest factor, from the block's largest group
+                # scale (once a trip, not per row): rounding, the raise and
+                # the truncation are monotonic, so this is the largest of
+                # the row's factors, bit for bit.
+                largest = sl.maximum(row_scale * sl.max(group_scales, 1), SMALLEST_NORMAL)
+                largest = sl.bitcast(sl.bitcast(largest, sl.int32) & FACTOR_MASK, sl.float32)
                 top = sl.bitcast(largest * SCORE_BIAS, sl.int32) & EXPONENT_BITS
                 grid = top - (GRID << 23)
                 constant = sl.floor(constant * sl.bitcast((254 << 23) - grid, sl.float32)) \
