@@ -39,7 +39,8 @@ Variants (``--variants``):
   the whole tile; the K scales stay each CTA's own), and the CTA barrier
   before each refill, and the one before the loop's barriers are
   invalidated, become cluster barriers (a slot is refilled only once both
-  CTAs have read it). Half the L2 -> SM bytes of the loop's tiles: does the
+  CTAs have read it); a cluster barrier follows the barriers' set-up (the
+  first copies, issued right after it, complete on both CTAs' barriers). Half the L2 -> SM bytes of the loop's tiles: does the
   energy they cost matter where the kernel runs at the power limit
   (bench/results/2026-11-27-h100-clocks.md)? Non-causal only (both CTAs
   then take the same key blocks); N / BLOCK_M must be even. Measured: 14-15%
@@ -375,6 +376,7 @@ _TENSOR_LOAD = re.compile(
     r"\.mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);")
 _CTA_BARRIER = "bar.sync \t0;"
 _CLUSTER_BARRIER = "barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;"
+_END_ASM = "// end inline asm"
 
 
 def multicast(ptx: str) -> str:
@@ -405,11 +407,26 @@ def multicast(ptx: str) -> str:
     # Each refill's CTA barrier (the last before its copies), and the one
     # before the barriers are invalidated, become cluster barriers: a slot is
     # refilled, and a CTA leaves the loop, only once both CTAs have read it.
-    barriers = {ptx.rindex(_CTA_BARRIER, 0, load.start()) for load in loads}
+    # The first copies follow the mbarriers' set-up with no CTA barrier
+    # between (one thread does both): a cluster barrier goes after the last
+    # set-up, so that the other CTA's mbarriers exist before a copy
+    # completes on them.
+    barriers, after_setup = set(), set()
+    for load in loads:
+        setup = ptx.rindex("mbarrier.init", 0, load.start())
+        at = ptx.rfind(_CTA_BARRIER, setup, load.start())
+        if at >= 0:
+            barriers.add(at)
+        else:
+            after_setup.add(ptx.index(_END_ASM, setup) + len(_END_ASM))
     barriers.add(ptx.rindex(_CTA_BARRIER, 0, end))
     pieces, pos = [], 0
-    for at in sorted(barriers | {load.start() for load in loads}):
+    for at in sorted(barriers | after_setup | {load.start() for load in loads}):
         pieces.append(ptx[pos:at])
+        pos = at
+        if at in after_setup:
+            pieces.append("\n\t" + _CLUSTER_BARRIER)
+            continue
         if ptx.startswith(_CTA_BARRIER, at):
             pieces.append(_CLUSTER_BARRIER)
             pos = at + len(_CTA_BARRIER)

@@ -351,6 +351,42 @@ func.func @early_copies(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
   return
 }
 
+// A second loop's rings and first copies wait for the first loop's
+// release of its mbarriers (mbarrier operations keep their order), and an
+// op with a region (the first loop) stops them anyway.
+// CHECK-LABEL: func.func @two_loops
+// CHECK: scf.for
+// CHECK: } {sage.num_stages = 2 : i32}
+// CHECK-COUNT-4: sagegpu.mbarrier_inval
+// CHECK: sagegpu.local_alloc !sagegpu.smem<2x64x128xi8, #shared>
+// CHECK: scf.if
+// CHECK: scf.for
+func.func @two_loops(%a: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                     %b: !sage.ptr<i8> {sage.alignment = 16 : i64},
+                     %ub: i32, %n: i64 {sage.divisibility = 16 : i64},
+                     %s: tensor<1x1xf32>) attributes {sage.kernel} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %lb = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %j = %lb to %ub step %c64 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 2 : i32}
+  %r2 = scf.for %j = %lb to %ub step %c64 iter_args(%acc = %r) -> (tensor<64x64xf32>) : i32 {
+    %jj = arith.extsi %j : i32 to i64
+    %at = sage.load %a[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %bt = sage.load %b[%jj, %c0] strides [%n, %c1] bounds [%n, %n] : !sage.ptr<i8> -> tensor<64x128xi8>
+    %p = sage.qmatmul %at[%s], %bt[%s] acc %acc contract(1, 1) using wgmma : tensor<64x128xi8>, tensor<1x1xf32>, tensor<64x128xi8>, tensor<1x1xf32> -> tensor<64x64xf32>
+    scf.yield %p : tensor<64x64xf32>
+  } {sage.num_stages = 2 : i32}
+  return
+}
+
 // A store to global memory may be what the copies read: they stay after it.
 // CHECK-LABEL: func.func @after_store
 // CHECK: sage.grid_dependency_wait

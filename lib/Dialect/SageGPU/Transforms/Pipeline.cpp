@@ -39,22 +39,25 @@ using namespace mlir::sagegpu;
 namespace {
 
 /// Whether the first copies may be issued before `op` (they move up past
-/// it): it holds no regions, and it only reads memory or touches shared
-/// memory (the rings get bytes of their own: sagegpu-allocate-shared-memory
-/// sees them live from their new place). A write to global memory may be
-/// what a copy reads; the wait for the previous grid (no declared effects)
-/// is where what the copies read becomes visible.
+/// it): it holds no regions, and it only reads memory or fills a shared
+/// buffer of its own (a local_alloc: the rings get other bytes, as
+/// sagegpu-allocate-shared-memory sees them live from their new place). A
+/// write to global memory may be what a copy reads; the wait for the
+/// previous grid (no declared effects) is where what the copies read
+/// becomes visible; mbarrier operations (an earlier loop's release) keep
+/// their order.
 bool copiesMayPass(Operation *op) {
   if (op->getNumRegions() != 0)
     return false;
+  if (isa<LocalAllocOp>(op))
+    return true;
   auto effects = dyn_cast<MemoryEffectOpInterface>(op);
   if (!effects)
     return isPure(op);
   SmallVector<MemoryEffects::EffectInstance> list;
   effects.getEffects(list);
   return llvm::all_of(list, [](const MemoryEffects::EffectInstance &e) {
-    return isa<MemoryEffects::Read>(e.getEffect()) ||
-           e.getResource() == SharedMemoryResource::get();
+    return isa<MemoryEffects::Read>(e.getEffect());
   });
 }
 
