@@ -40,7 +40,8 @@ Variants (``--variants``):
   before each refill, and the one before the loop's barriers are
   invalidated, become cluster barriers (a slot is refilled only once both
   CTAs have read it); a cluster barrier follows the barriers' set-up (the
-  first copies, issued right after it, complete on both CTAs' barriers). Half the L2 -> SM bytes of the loop's tiles: does the
+  first copies, issued right after it, complete on both CTAs' barriers).
+  Half the L2 -> SM bytes of the loop's tiles: does the
   energy they cost matter where the kernel runs at the power limit
   (bench/results/2026-11-27-h100-clocks.md)? Non-causal only (both CTAs
   then take the same key blocks); N / BLOCK_M must be even. Measured: 14-15%
