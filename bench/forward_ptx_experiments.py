@@ -53,6 +53,12 @@ Variants (``--variants``):
   warpgroup's own wgmma groups, which every warp has waited for before its
   copy leader can reach the refill (each wgmma is issued by the four warps
   together): does the barrier cost time? (O is unchanged.)
+* ``rotated``: the main loop rotated by its O update (:func:`rotated`): a
+  trip issues its P^ V^ and the next trip's S, then waits for the P^ V^
+  alone and adds it to O while S runs (the next trip's S no longer waits
+  for the O update). Its P^ registers stay held across S, so it fits only
+  without a register cap (D=64; at D=128's 168 registers it spills in the
+  loop). O is unchanged.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -465,14 +471,100 @@ def no_refill_barrier(ptx: str) -> str:
     return "".join(pieces + [ptx[pos:]])
 
 
+def rotated(ptx: str) -> str:
+    """The main loop rotated so that each trip's O update runs while the
+    next trip's S is on the tensor cores: a trip runs its softmax, issues
+    its P^ V^ and the next trip's S, waits for its P^ V^ alone
+    (``wait_group 1``), adds it to O, refills the slots that P^ V^ read
+    (moved here from the loop's top) and waits for S. The first S is
+    issued before the loop; the last trip is peeled after it (its softmax
+    and P^ V^ a second time in the code), so that everything a trip issues
+    is waited for in that trip and no branch lies between a P^ V^ and its
+    wait (ptxas serializes every wgmma otherwise: "non wgmma instructions
+    reading accumulator registers of a wgmma between start and end of the
+    pipeline stage"). O is unchanged."""
+    wait0 = "\t// begin inline asm\n\twgmma.wait_group.sync.aligned 0;\n\t// end inline asm\n"
+    wait1 = wait0.replace("aligned 0;", "aligned 1;")
+    group = _value_groups(ptx)[0]
+    product = [r.strip() for r in re.search(r"s32\.u8\.s8 \{([^}]*)\}",
+                                            group.group(1))[1].split(",")]
+    at = ptx.index(wait0, group.end())
+    if ptx[group.end():at].strip():
+        raise ValueError("work between the P^ V^ group and its wait")
+    lines = ptx[at + len(wait0):].split("\n")
+    convert, updates, end = {}, 0, 0
+    for end, line in enumerate(lines):
+        c = re.fullmatch(r"\tcvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);", line)
+        f = re.fullmatch(r"\tfma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", line)
+        if c and c[2] in product:
+            convert[c[1]] = c[2]
+        elif f and f[4] in convert and f[1] == f[2]:
+            updates += 1
+        else:
+            break
+    if updates != len(product):
+        raise ValueError(f"expected {len(product)} O updates after the P^ V^ wait, "
+                         f"found {updates}")
+    o_update = "\n".join(lines[:end]) + "\n"
+    rest = "\n".join(lines[end:])
+    latch = re.match(r"(.*?)\t@(%p\d+) bra \t(\$L__BB0_\d+);\n\tbra\.uni \t(\$L__BB0_\d+);\n",
+                     rest, re.S)
+    if latch is None:
+        raise ValueError("no loop latch after the O update")
+    more, top, exit_label = latch[2], latch[3], latch[4]
+    # The loop's top block: what it computes for the trip, then its refill
+    # between the skip branch and the jump into the body.
+    head = re.match(re.escape(top) + r":\n(.*?)\t@(%p\d+) bra \t(\$L__BB0_\d+);\n(.*?)"
+                    r"\tbra\.uni \t\3;\n", rest[latch.end():], re.S)
+    if head is None:
+        raise ValueError("no refill block at the loop's top")
+    compute, skip, body_label, refill = head[1], head[2], head[3], head[4]
+    after = rest[latch.end() + head.end():]
+    if not after.startswith(exit_label + ":\n"):
+        raise ValueError("the loop's exit does not follow its top block")
+    # The body, from its label to the P^ V^ group's end: the S part (to the
+    # S group's commit), the S wait, then the rest.
+    start = ptx.rindex(body_label + ":\n", 0, group.start())
+    body = ptx[start + len(body_label) + 2:at]
+    scores = next(g for g in _score_groups(body))
+    s_end = body.index("wgmma.commit_group.sync.aligned;\n", scores.start()) + len(
+        "wgmma.commit_group.sync.aligned;\n")
+    if not body[s_end:].startswith(wait0):
+        raise ValueError("the S group is not waited for right after its commit")
+    s_part, softmax = body[:s_end], body[s_end + len(wait0):]
+    enter = ptx.rindex(f"\tbra.uni \t{top};\n", 0, start)
+    preheader = ptx[:enter]
+
+    # Whether the trip after the next exists: the latch's test, evaluated
+    # again once the latch has stepped the counters and `compute` has run.
+    tests = re.findall(r"\tsetp\.[a-z0-9.]+ \t" + re.escape(more) + r", [^;]*;\n",
+                       s_part + softmax + latch[1])
+    if len(tests) != 1:
+        raise ValueError(f"expected one test of the loop's latch, found {len(tests)}")
+    again = tests[0].replace(more, "%xagain")
+
+    def refilled(tag: str) -> str:
+        return f"\t@{skip} bra \t$XREFILLED{tag};\n{refill}$XREFILLED{tag}:\n"
+    loop = (compute + refilled("0") + s_part + wait0 + again
+            + f"\t@!%xagain bra \t$XLAST;\n"
+            + f"{body_label}:\n" + softmax + latch[1] + compute + s_part + wait1 + o_update
+            + refilled("1") + wait0 + again + f"\t@%xagain bra \t{body_label};\n"
+            + "$XLAST:\n" + softmax + latch[1] + wait0 + o_update
+            + f"\tbra.uni \t{exit_label};\n")
+    decl = preheader.index("\t.reg .b32 \t%r<")
+    preheader = preheader[:decl] + "\t.reg .pred \t%xagain;\n" + preheader[decl:]
+    return preheader + loop + after
+
+
 def parse_variant(name: str) -> dict[str, Any]:
     """``default``, ``split-scores``, ``multicast``, ``no-refill-barrier``,
-    ``ex2-emulation:K``, ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
+    ``rotated``, ``ex2-emulation:K``, ``integer-o[:check]`` or
+    ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "multicast", "no-refill-barrier"):
+    if name in ("default", "split-scores", "multicast", "no-refill-barrier", "rotated"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -491,7 +583,7 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, "
-                     "multicast, no-refill-barrier, ex2-emulation:K, "
+                     "multicast, no-refill-barrier, rotated, ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -503,6 +595,8 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return multicast(ptx)
     if spec["kind"] == "no-refill-barrier":
         return no_refill_barrier(ptx)
+    if spec["kind"] == "rotated":
+        return rotated(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

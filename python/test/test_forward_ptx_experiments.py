@@ -158,6 +158,35 @@ def test_no_refill_barrier(library, tmp_path, d):
     _assembles(out, tmp_path)
 
 
+def test_rotated(library, tmp_path):
+    """The D=64 main loop's O update moves under the next trip's S: one
+    ``wait_group 1`` (in the loop), its P^ V^ and softmax twice (the loop
+    and the peeled last trip), the O update twice, the refill moved from
+    the loop's top into the body; ptxas keeps the wgmmas asynchronous."""
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
+    out = experiments.rotated(ptx)
+    assert experiments.parse_variant("rotated") == {"kind": "rotated", "programs": 1}
+    assert "wait_group.sync.aligned 1;" not in ptx
+    assert out.count("wait_group.sync.aligned 1;") == 1
+    # The main loop's P^ V^ group once more (the peeled last trip).
+    assert len(experiments._value_groups(out)) == len(experiments._value_groups(ptx)) + 1
+    # Its S group once more (issued before the loop and in it).
+    assert len(experiments._score_groups(out)) == len(experiments._score_groups(ptx)) + 1
+    # O updates: in the loop and after it.
+    fma = r"fma\.rn\.f32 \t(%r\d+), \1, "
+    assert len(re.findall(fma, out)) == len(re.findall(fma, ptx)) + 32
+    first = re.search(r"wgmma\.mma_async[^\n]*\.s8\.s8", ptx).start()
+    assert out.index("$XLAST:") > first
+    if Path(PTXAS).exists():
+        path = tmp_path / "rotated.ptx"
+        path.write_text(out)
+        run = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o",
+                              str(tmp_path / "r.cubin")], capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert "C7514" not in run.stderr, run.stderr  # wgmma not serialized
+
+
 def test_split_scores_needs_d128(library):
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
     with pytest.raises(ValueError, match="D=128"):
