@@ -59,6 +59,11 @@ Variants (``--variants``):
   for the O update). Its P^ registers stay held across S, so it fits only
   without a register cap (D=64; at D=128's 168 registers it spills in the
   loop). O is unchanged.
+* ``no-row-sum`` and ``no-factor-mask``: bounds, not kernels. The main
+  loop's byte row sums (``dp4a``) become moves of their accumulators (l
+  stays 0: O is inf), or its factor truncations (``and -8``) go (O may
+  differ by a rounding): what the row sum, and what pre-rounded scales,
+  would save a trip, schedule included.
 * ``split-scores`` (D=128): the loop's S issued as two wgmma groups of 64
   keys (the accumulator's two register halves), the first waited for with
   the second in flight, and the work that needs only the first half (its
@@ -556,15 +561,42 @@ def rotated(ptx: str) -> str:
     return preheader + loop + after
 
 
+def no_row_sum(ptx: str) -> str:
+    """A bound (O is inf): the main loop's byte row sums (``dp4a``) replaced
+    by moves of their accumulators, so l stays 0: what the row sum costs a
+    trip, ptxas's schedule of the rest included."""
+    start, end = _main_loop(ptx)
+    body, n = re.subn(r"dp4a\.u32\.u32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);",
+                      r"mov.b32 \t\1, \4;", ptx[start:end])
+    if not n:
+        raise ValueError("no dp4a in the main loop")
+    return ptx[:start] + body + ptx[end:]
+
+
+def no_factor_mask(ptx: str) -> str:
+    """A bound (O may differ by a rounding): the main loop's factor
+    truncations (``and -8``, from the loop's top block on) become moves: what
+    pre-rounded scales, whose products need no truncation, would save a
+    trip."""
+    start, end = _main_loop(ptx)
+    head = ptx[:start].rfind("$L__BB")
+    body, n = re.subn(r"\tand\.b32 \t(%r\d+), (%r\d+), -8;", r"\tmov.b32 \t\1, \2;",
+                      ptx[head:end])
+    if not n:
+        raise ValueError("no factor truncation in the main loop")
+    return ptx[:head] + body + ptx[end:]
+
+
 def parse_variant(name: str) -> dict[str, Any]:
     """``default``, ``split-scores``, ``multicast``, ``no-refill-barrier``,
-    ``rotated``, ``ex2-emulation:K``, ``integer-o[:check]`` or
-    ``replicas:R[:turns][:stagger=C]``.
+    ``rotated``, ``no-row-sum``, ``no-factor-mask``, ``ex2-emulation:K``,
+    ``integer-o[:check]`` or ``replicas:R[:turns][:stagger=C]``.
 
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "multicast", "no-refill-barrier", "rotated"):
+    if name in ("default", "split-scores", "multicast", "no-refill-barrier", "rotated",
+                "no-row-sum", "no-factor-mask"):
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -583,7 +615,8 @@ def parse_variant(name: str) -> dict[str, Any]:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
     raise ValueError(f"unknown variant {name!r} (default, split-scores, "
-                     "multicast, no-refill-barrier, rotated, ex2-emulation:K, "
+                     "multicast, no-refill-barrier, rotated, no-row-sum, no-factor-mask, "
+                     "ex2-emulation:K, "
                      "integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
@@ -597,6 +630,10 @@ def rewrite(ptx: str, spec: dict[str, Any]) -> str:
         return no_refill_barrier(ptx)
     if spec["kind"] == "rotated":
         return rotated(ptx)
+    if spec["kind"] == "no-row-sum":
+        return no_row_sum(ptx)
+    if spec["kind"] == "no-factor-mask":
+        return no_factor_mask(ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":

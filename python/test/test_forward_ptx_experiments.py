@@ -187,6 +187,26 @@ def test_rotated(library, tmp_path):
         assert "C7514" not in run.stderr, run.stderr  # wgmma not serialized
 
 
+def test_bounds(library, tmp_path):
+    """no-row-sum turns the main loop's dp4a into moves of their
+    accumulators; no-factor-mask its factor truncations; nothing else."""
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
+    start, end = experiments._main_loop(ptx)
+    dp4a = ptx[start:end].count("dp4a.u32.u32")
+    assert dp4a == 32  # 64 x 256 bytes over 128 threads, four a word
+    out = experiments.no_row_sum(ptx)
+    assert out.count("dp4a.u32.u32") == ptx.count("dp4a.u32.u32") - dp4a
+    assert len(out) < len(ptx) and out[:start] == ptx[:start]
+    masked = experiments.no_factor_mask(ptx)
+    truncations = ptx.count(", -8;") - masked.count(", -8;")
+    assert truncations >= 8 and masked[:ptx[:start].rfind("$L__BB")] == \
+        ptx[:ptx[:start].rfind("$L__BB")]
+    for name in ("no-row-sum", "no-factor-mask"):
+        assert experiments.parse_variant(name) == {"kind": name, "programs": 1}
+    _assembles(out, tmp_path)
+    _assembles(masked, tmp_path)
+
+
 def test_split_scores_needs_d128(library):
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
     with pytest.raises(ValueError, match="D=128"):

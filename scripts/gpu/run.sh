@@ -18,7 +18,8 @@
 #               varied by rewriting its PTX: programs sharing a CTA and taking turns, S in two
 #               halves, exponentials on the FMA pipe, P^V^ kept in int32 (integer-o), K^ and
 #               V^T shared by a cluster of two through TMA multicast (multicast), the O update
-#               under the next trip's S (rotated); extra
+#               under the next trip's S (rotated), bounds without the row sum or the factor
+#               truncation (no-row-sum, no-factor-mask); extra
 #               arguments in SAGE_EXPERIMENT_ARGS,
 #               e.g. --d 64 --variants default replicas:2)
 #     tune      bench/tune_attention.py (the SageBwd forward's plan tuned at the shapes:
