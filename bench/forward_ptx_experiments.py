@@ -301,6 +301,38 @@ def _value_groups(ptx: str) -> list[re.Match[str]]:
             if "s32.u8.s8" in g.group(1)]
 
 
+def _o_update(lines: list[str], product: list[str]
+              ) -> tuple[dict[str, str], list[tuple[str, str, str]], list[str], int]:
+    """The O update that follows a P^ V^ wait (its first ``lines``): each
+    element of the int32 ``product`` converted to f32 and added to O by one
+    FMA with the row's shift. Returns the conversions (float register ->
+    product register), the updates (O, shift, float register), the lines
+    between them that are not code, and the index of the first line after.
+
+    Raises:
+        ValueError: when not every element of the product is added to O.
+    """
+    convert: dict[str, str] = {}
+    update: list[tuple[str, str, str]] = []
+    keep: list[str] = []
+    end = 0
+    for end, line in enumerate(lines):
+        c = re.fullmatch(r"\tcvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);", line)
+        f = re.fullmatch(r"\tfma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", line)
+        if c and c[2] in product:
+            convert[c[1]] = c[2]
+        elif f and f[4] in convert and f[1] == f[2]:
+            update.append((f[1], f[3], f[4]))
+        elif "// end inline asm" in line or not line.strip():
+            keep.append(line)
+        else:
+            break
+    if len(update) != len(product):
+        raise ValueError(f"expected {len(product)} O updates after the P^ V^ wait, "
+                         f"found {len(update)}")
+    return convert, update, keep, end
+
+
 #: The shift factor above which the ``integer-o:check`` slow path would run:
 #: never (shift = 2^(u - u') <= 2^64), but ptxas cannot know.
 NEVER = 1.0e38
@@ -333,24 +365,8 @@ def integer_o(ptx: str, check: bool = False) -> str:
     wait = "\twgmma.wait_group.sync.aligned 0;\n"
     at = ptx.index(wait, group.start())
     tail = ptx[at + len(wait):]
-    convert = {}  # float register -> accumulator register
-    update = []   # (O register, shift register, float register)
     lines = tail.split("\n")
-    keep, i = [], 0
-    for i, line in enumerate(lines):
-        c = re.fullmatch(r"\tcvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);", line)
-        f = re.fullmatch(r"\tfma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", line)
-        if c and c[2] in accumulator:
-            convert[c[1]] = c[2]
-        elif f and f[4] in convert and f[1] == f[2]:
-            update.append((f[1], f[3], f[4]))
-        elif "// end inline asm" in line or not line.strip():
-            keep.append(line)
-        else:
-            break
-    if len(update) != len(accumulator):
-        raise ValueError(f"expected {len(accumulator)} O updates after the P^ V^ wait, "
-                         f"found {len(update)}")
+    convert, update, keep, i = _o_update(lines, accumulator)
     shifts = sorted({s for _, s, _ in update})
     test = ""
     if check:
@@ -497,19 +513,7 @@ def rotated(ptx: str) -> str:
     if ptx[group.end():at].strip():
         raise ValueError("work between the P^ V^ group and its wait")
     lines = ptx[at + len(wait0):].split("\n")
-    convert, updates, end = {}, 0, 0
-    for end, line in enumerate(lines):
-        c = re.fullmatch(r"\tcvt\.rn\.f32\.s32 \t(%r\d+), (%r\d+);", line)
-        f = re.fullmatch(r"\tfma\.rn\.f32 \t(%r\d+), (%r\d+), (%r\d+), (%r\d+);", line)
-        if c and c[2] in product:
-            convert[c[1]] = c[2]
-        elif f and f[4] in convert and f[1] == f[2]:
-            updates += 1
-        else:
-            break
-    if updates != len(product):
-        raise ValueError(f"expected {len(product)} O updates after the P^ V^ wait, "
-                         f"found {updates}")
+    end = _o_update(lines, product)[3]
     o_update = "\n".join(lines[:end]) + "\n"
     rest = "\n".join(lines[end:])
     latch = re.match(r"(.*?)\t@(%p\d+) bra \t(\$L__BB0_\d+);\n\tbra\.uni \t(\$L__BB0_\d+);\n",
@@ -587,6 +591,12 @@ def no_factor_mask(ptx: str) -> str:
     return ptx[:head] + body + ptx[end:]
 
 
+#: The variants without options, by name: their rewrite of the PTX.
+PLAIN_REWRITES = {"split-scores": split_scores, "multicast": multicast,
+                  "no-refill-barrier": no_refill_barrier, "rotated": rotated,
+                  "no-row-sum": no_row_sum, "no-factor-mask": no_factor_mask}
+
+
 def parse_variant(name: str) -> dict[str, Any]:
     """``default``, ``split-scores``, ``multicast``, ``no-refill-barrier``,
     ``rotated``, ``no-row-sum``, ``no-factor-mask``, ``ex2-emulation:K``,
@@ -595,8 +605,7 @@ def parse_variant(name: str) -> dict[str, Any]:
     Raises:
         ValueError: an unknown variant.
     """
-    if name in ("default", "split-scores", "multicast", "no-refill-barrier", "rotated",
-                "no-row-sum", "no-factor-mask"):
+    if name == "default" or name in PLAIN_REWRITES:
         return {"kind": name, "programs": 1}
     if name in ("integer-o", "integer-o:check"):
         return {"kind": "integer-o", "programs": 1, "check": name.endswith(":check")}
@@ -614,26 +623,14 @@ def parse_variant(name: str) -> dict[str, Any]:
             else:
                 raise ValueError(f"unknown replicas option {part!r} in {name!r}")
         return spec
-    raise ValueError(f"unknown variant {name!r} (default, split-scores, "
-                     "multicast, no-refill-barrier, rotated, no-row-sum, no-factor-mask, "
-                     "ex2-emulation:K, "
-                     "integer-o[:check], replicas:R[:turns][:stagger=C])")
+    raise ValueError(f"unknown variant {name!r} (default, {', '.join(PLAIN_REWRITES)}, "
+                     "ex2-emulation:K, integer-o[:check], replicas:R[:turns][:stagger=C])")
 
 
 def rewrite(ptx: str, spec: dict[str, Any]) -> str:
     """The variant's PTX."""
-    if spec["kind"] == "split-scores":
-        return split_scores(ptx)
-    if spec["kind"] == "multicast":
-        return multicast(ptx)
-    if spec["kind"] == "no-refill-barrier":
-        return no_refill_barrier(ptx)
-    if spec["kind"] == "rotated":
-        return rotated(ptx)
-    if spec["kind"] == "no-row-sum":
-        return no_row_sum(ptx)
-    if spec["kind"] == "no-factor-mask":
-        return no_factor_mask(ptx)
+    if spec["kind"] in PLAIN_REWRITES:
+        return PLAIN_REWRITES[spec["kind"]](ptx)
     if spec["kind"] == "ex2-emulation":
         return ex2_emulation(ptx, spec["every"])
     if spec["kind"] == "integer-o":
