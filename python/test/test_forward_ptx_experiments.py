@@ -177,6 +177,8 @@ def test_rotated(library, tmp_path):
     assert len(re.findall(fma, out)) == len(re.findall(fma, ptx)) + 32
     first = re.search(r"wgmma\.mma_async[^\n]*\.s8\.s8", ptx).start()
     assert out.index("$XLAST:") > first
+    # The loop's refill follows the wait for the previous P^ V^.
+    assert out.index("wait_group.sync.aligned 1;") < out.index("$XREFILLED1:")
     if Path(PTXAS).exists():
         path = tmp_path / "rotated.ptx"
         path.write_text(out)
