@@ -14,7 +14,9 @@ shared / local memory, barriers, shuffles, tensor-core ops):
   loops* (ptxas's loops that issue a TMA copy once per active lane);
 * per element: loop-body count x threads per program / elements per
   iteration (:data:`ELEMENTS`; for the attention kernels BLOCK_M x BLOCK_N
-  score elements), i.e. thread-instructions per element.
+  score elements), i.e. thread-instructions per element;
+* where the loop body's MUFU.EX2 fall (:func:`exponential_schedule`): how
+  many follow another right away, and how soon each result is read.
 
 Usage::
 
@@ -395,6 +397,48 @@ def count_opcodes(instructions: Iterable[Instruction]) -> Counter[str]:
     return Counter(i.opcode for i in instructions)
 
 
+#: Opcodes whose operands are all read (no destination register first).
+_NO_DESTINATION = ("ST", "STS", "STG", "STL", "RED", "REDG", "ATOMG", "BAR", "BRA", "SYNCS",
+                   "WARPGROUP", "EXIT", "RET")
+
+
+def _reads(instruction: Instruction, register: str) -> bool:
+    """Whether ``instruction`` reads ``register`` (``R24``) as a source: any
+    operand but a destination's first (wide and vector operands that name
+    only their first register are not seen)."""
+    operands = instruction.operands.split(",")
+    if instruction.base not in _NO_DESTINATION:
+        operands = operands[1:]
+    pattern = re.compile(r"(?<![\w.])" + register + r"(?!\d)")
+    return any(pattern.search(op) for op in operands) or bool(
+        pattern.search(instruction.predicate))
+
+
+def exponential_schedule(body: Sequence[Instruction]) -> dict[str, float | int] | None:
+    """Where a loop body's MUFU.EX2 fall, in address order: how many there
+    are, how many follow another right away, and how many instructions
+    later each one's result is first read (mean and least), or None
+    without any. Across six schedules of the D = 64 SageBwd forward's
+    loop these two told the fast ones from the slow ones
+    (bench/results/2026-11-28-h100-d64-bounds-and-schedule.md): a
+    hypothesis each census can check."""
+    where = [k for k, i in enumerate(body) if i.opcode.startswith("MUFU.EX2")]
+    if not where:
+        return None
+    distances = []
+    for k in where:
+        dest = re.match(r"\s*(R\d+)", body[k].operands)
+        if dest is None:
+            continue
+        later = next((j - k for j in range(k + 1, len(body)) if _reads(body[j], dest[1])), None)
+        if later is not None:
+            distances.append(later)
+    return {"count": len(where),
+            "back_to_back": sum(1 for a, b in zip(where, where[1:]) if b == a + 1),
+            "first_read_mean": round(sum(distances) / len(distances), 1) if distances else None,
+            "first_read_min": min(distances) if distances else None}
+
+
 def categorize(opcodes: Counter[str]) -> dict[str, int]:
     """:data:`CATEGORIES` counts, plus ``MUFU.<sub-op>`` (``MUFU.EX2``, ``MUFU.RCP``...),
     plus ``total``."""
@@ -677,6 +721,8 @@ def census_function(function: SassFunction, threads: int, dynamic_smem: int,
                    "lane_loop": loop.lane_loop, "work_loop": loop in work,
                    "in_body": loop is main} for loop in loops],
         "whole": whole, "loop_body": loop_counts,
+        "exponentials": exponential_schedule([i for i in function.instructions
+                                              if i.address in body]) if work else None,
         "opcodes_whole": dict(sorted(count_opcodes(function.instructions).items())),
     }
     spec = ELEMENTS.get(function.name)
@@ -748,6 +794,17 @@ def markdown_report(results: dict[str, Any]) -> str:
         lines += [f"## {title}", "",
                   common.markdown_table(headers, [_row(r["variant"], r.get(key)) for r in rows]),
                   ""]
+    schedules = [(r["variant"], r["exponentials"]) for r in rows if r.get("exponentials")]
+    if schedules:
+        lines += ["## Exponentials in the loop body", "",
+                  "MUFU.EX2 in address order: how many follow another right away, and how "
+                  "many instructions later each result is first read (`exponential_schedule`).",
+                  "", common.markdown_table(
+                      ["variant", "MUFU.EX2", "right after another", "first read: mean",
+                       "least"],
+                      [[v, e["count"], e["back_to_back"], e["first_read_mean"],
+                        e["first_read_min"]] for v, e in schedules],
+                      right=[False, True, True, True, True]), ""]
     if results.get("errors"):
         lines += ["## Errors", ""] + [f"- {e}" for e in results["errors"]] + [""]
     return "\n".join(lines)

@@ -174,6 +174,26 @@ def test_wait_loop_with_the_phase_moved_by_imad():
     assert not census.is_wait_loop(work)
 
 
+def test_exponential_schedule():
+    def body(*lines):
+        out = []
+        for k, text in enumerate(lines):
+            predicate, opcode, operands = census.split_instruction(text)
+            out.append(census.Instruction(0x10 * k, opcode, operands, predicate))
+        return out
+    loop = body("MUFU.EX2 R1, R2", "MUFU.EX2 R3, R4", "FADD R5, R6, R7",
+                "STS [R10], R3", "F2FP.F16.F32.PACK_AB R8, R11, R1", "MUFU.EX2 R12, R13",
+                "FADD R12, R14, R15")
+    # R1 first read 4 instructions later (F2FP), R3 2 later (the store reads
+    # it), R12 never: overwritten, not read.
+    assert census.exponential_schedule(loop) == {
+        "count": 3, "back_to_back": 1, "first_read_mean": 3.0, "first_read_min": 2}
+    # A destination is not a read, nor a register whose name extends it.
+    assert census.exponential_schedule(body("MUFU.EX2 R1, R2", "FADD R1, R10, R11")) == {
+        "count": 1, "back_to_back": 0, "first_read_mean": None, "first_read_min": None}
+    assert census.exponential_schedule(body("FADD R1, R2, R3")) is None
+
+
 def test_parse_ptxas_log():
     log = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'sagebwd_backward' for 'sm_90a'
