@@ -535,7 +535,7 @@ def rotated(ptx: str) -> str:
     # S group's commit), the S wait, then the rest.
     start = ptx.rindex(body_label + ":\n", 0, group.start())
     body = ptx[start + len(body_label) + 2:at]
-    scores = next(g for g in _score_groups(body))
+    scores = _score_groups(body)[0]
     s_end = body.index("wgmma.commit_group.sync.aligned;\n", scores.start()) + len(
         "wgmma.commit_group.sync.aligned;\n")
     if not body[s_end:].startswith(wait0):

@@ -402,16 +402,16 @@ _NO_DESTINATION = ("ST", "STS", "STG", "STL", "RED", "REDG", "ATOMG", "BAR", "BR
                    "WARPGROUP", "EXIT", "RET")
 
 
-def _reads(instruction: Instruction, register: str) -> bool:
-    """Whether ``instruction`` reads ``register`` (``R24``) as a source: any
-    operand but a destination's first (wide and vector operands that name
-    only their first register are not seen)."""
+def _reads(instruction: Instruction, register: re.Pattern[str]) -> bool:
+    """Whether ``instruction`` reads the register ``register`` matches (see
+    :func:`exponential_schedule`) as a source: any operand but a
+    destination's first (wide and vector operands that name only their
+    first register are not seen)."""
     operands = instruction.operands.split(",")
     if instruction.base not in _NO_DESTINATION:
         operands = operands[1:]
-    pattern = re.compile(r"(?<![\w.])" + register + r"(?!\d)")
-    return any(pattern.search(op) for op in operands) or bool(
-        pattern.search(instruction.predicate))
+    return any(register.search(op) for op in operands) or bool(
+        register.search(instruction.predicate))
 
 
 def exponential_schedule(body: Sequence[Instruction]) -> dict[str, float | int] | None:
@@ -430,7 +430,8 @@ def exponential_schedule(body: Sequence[Instruction]) -> dict[str, float | int] 
         dest = re.match(r"\s*(R\d+)", body[k].operands)
         if dest is None:
             continue
-        later = next((j - k for j in range(k + 1, len(body)) if _reads(body[j], dest[1])), None)
+        register = re.compile(r"(?<![\w.])" + dest[1] + r"(?!\d)")  # R1, not R10
+        later = next((j - k for j in range(k + 1, len(body)) if _reads(body[j], register)), None)
         if later is not None:
             distances.append(later)
     return {"count": len(where),
