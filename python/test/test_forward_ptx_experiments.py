@@ -209,6 +209,23 @@ def test_bounds(library, tmp_path):
     _assembles(masked, tmp_path)
 
 
+def test_rewrites_name_what_they_miss(library):
+    """PTX not of the shape a rewrite expects is refused, naming what is
+    missing: no O update after the P^ V^ wait, no dp4a, no factor
+    truncation (the D=128 forward has no biased scores)."""
+    ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
+    no_update = ptx.replace("cvt.rn.f32.s32", "cvt.rz.f32.s32")
+    for rewrite in (experiments.rotated, experiments.integer_o):
+        with pytest.raises(ValueError, match=r"expected 32 O updates after the P\^ V\^ "
+                                             r"wait, found 0"):
+            rewrite(no_update)
+    with pytest.raises(ValueError, match="no dp4a in the main loop"):
+        experiments.no_row_sum(ptx.replace("dp4a.u32.u32", "dp2a.lo.u32.u32"))
+    d128, _ = census.variant_ptx(census.Variant("sagebwd_forward", 128), library)
+    with pytest.raises(ValueError, match="no factor truncation in the main loop"):
+        experiments.no_factor_mask(d128)
+
+
 def test_split_scores_needs_d128(library):
     ptx, _ = census.variant_ptx(census.Variant("sagebwd_forward", 64), library)
     with pytest.raises(ValueError, match="D=128"):
